@@ -1,0 +1,263 @@
+#include "cli.h"
+
+#include "nvfp4/log.h"
+#include "nvfp4/version.h"
+#include "nvfp4/status.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const k_level_names[] = {"error", "warn", "info", "debug"};
+
+static void stderr_sink(nvf_log_level level, const char *msg, void *user) {
+    (void)user;
+    fprintf(stderr, "nvfp4tool: %s: %s\n", k_level_names[level], msg);
+}
+
+static cli_opt common_opts(cli_common *c, int i) {
+    const cli_opt all[] = {
+        {"device", "auto|cpu|cuda[:N]", CLI_STRING, &c->device, NULL},
+        {"threads", "N", CLI_INT, &c->threads, NULL},
+        {"json", NULL, CLI_FLAG, &c->json, NULL},
+        {"quiet", NULL, CLI_FLAG, &c->quiet, NULL},
+        {"log-level", "LEVEL", CLI_STRING, &c->log_level, NULL},
+        {"recipe", "FILE.yaml", CLI_STRING, &c->recipe, NULL},
+    };
+    return all[i];
+}
+#define N_COMMON 6
+
+static void print_help(const cli_spec *spec) {
+    printf("Usage: nvfp4tool %s %s\n\n%s\n", spec->name, spec->usage, spec->summary);
+    if (spec->details)
+        printf("\n%s", spec->details);
+    if (spec->n_opts > 0) {
+        printf("\nOptions:\n");
+        for (size_t i = 0; i < spec->n_opts; i++) {
+            const cli_opt *o = &spec->opts[i];
+            char left[64];
+            snprintf(left, sizeof left, "--%s%s%s", o->name, o->metavar ? " " : "",
+                     o->metavar ? o->metavar : "");
+            printf("  %-28s%s%s\n", left, o->help ? o->help : "",
+                   o->kind == CLI_LIST ? " (repeatable)" : "");
+        }
+    }
+    if (spec->common)
+        printf("\n" CLI_COMMON_HELP);
+    else
+        printf("\n  -h, --help                  this help\n");
+    printf("\n" CLI_EXIT_HELP);
+}
+
+int cli_usage_error(const cli_spec *spec, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "nvfp4tool %s: usage error: ", spec->name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nUsage: nvfp4tool %s %s (see --help)\n", spec->name, spec->usage);
+    return EXIT_USAGE;
+}
+
+static int set_value(const cli_spec *spec, const cli_opt *o, const char *val) {
+    switch (o->kind) {
+    case CLI_FLAG:
+        *(int *)o->target = 1;
+        return EXIT_OK;
+    case CLI_STRING:
+        *(const char **)o->target = val;
+        return EXIT_OK;
+    case CLI_INT: {
+        char *end;
+        errno = 0;
+        long v = strtol(val, &end, 10);
+        if (errno != 0 || end == val || *end != '\0')
+            return cli_usage_error(spec, "--%s takes an integer, got '%s'", o->name, val);
+        *(long *)o->target = v;
+        return EXIT_OK;
+    }
+    case CLI_LIST: {
+        cli_list *l = o->target;
+        const char **items = realloc(l->items, (l->n + 1) * sizeof *items);
+        if (!items) {
+            fprintf(stderr, "nvfp4tool %s: out of memory\n", spec->name);
+            return EXIT_RUNTIME;
+        }
+        items[l->n++] = val;
+        l->items = items;
+        return EXIT_OK;
+    }
+    }
+    return EXIT_USAGE;
+}
+
+void cli_free_lists(const cli_spec *spec) {
+    for (size_t i = 0; i < spec->n_opts; i++) {
+        if (spec->opts[i].kind == CLI_LIST) {
+            cli_list *l = spec->opts[i].target;
+            free(l->items);
+            l->items = NULL;
+            l->n = 0;
+        }
+    }
+}
+
+static int setup_logging(const cli_spec *spec, const cli_common *c) {
+    nvf_log_level level = NVF_LOG_INFO;
+    if (c && c->log_level) {
+        int found = 0;
+        for (int i = 0; i < 4; i++) {
+            if (strcmp(c->log_level, k_level_names[i]) == 0) {
+                level = (nvf_log_level)i;
+                found = 1;
+            }
+        }
+        if (!found)
+            return cli_usage_error(spec, "--log-level takes error|warn|info|debug, got '%s'",
+                                   c->log_level);
+    }
+    if (c && c->quiet)
+        level = NVF_LOG_ERROR;
+    nvf_log_set_sink(stderr_sink, NULL, level);
+    return EXIT_OK;
+}
+
+int cli_parse(const cli_spec *spec, int argc, char **argv, const char **pos, int *npos) {
+    int np = 0, only_pos = 0;
+    cli_opt common[N_COMMON];
+    if (spec->common) {
+        memset(spec->common, 0, sizeof *spec->common);
+        for (int i = 0; i < N_COMMON; i++)
+            common[i] = common_opts(spec->common, i);
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (only_pos || a[0] != '-' || strcmp(a, "-") == 0) {
+            if (np >= spec->max_pos)
+                return cli_usage_error(spec, "unexpected argument '%s'", a);
+            pos[np++] = a;
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            only_pos = 1;
+            continue;
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            print_help(spec);
+            return CLI_HELP_SHOWN;
+        }
+        if (a[1] != '-')
+            return cli_usage_error(spec, "unknown option '%s'", a);
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
+        const cli_opt *o = NULL;
+        for (size_t k = 0; k < spec->n_opts && !o; k++) {
+            if (strlen(spec->opts[k].name) == name_len &&
+                memcmp(spec->opts[k].name, name, name_len) == 0)
+                o = &spec->opts[k];
+        }
+        for (int k = 0; spec->common && k < N_COMMON && !o; k++) {
+            if (strlen(common[k].name) == name_len && memcmp(common[k].name, name, name_len) == 0)
+                o = &common[k];
+        }
+        if (!o)
+            return cli_usage_error(spec, "unknown option '--%.*s'", (int)name_len, name);
+        const char *val = NULL;
+        if (o->kind == CLI_FLAG) {
+            if (eq)
+                return cli_usage_error(spec, "--%s takes no value", o->name);
+        } else if (eq) {
+            val = eq + 1;
+        } else {
+            if (i + 1 >= argc)
+                return cli_usage_error(spec, "--%s needs a value (%s)", o->name, o->metavar);
+            val = argv[++i];
+        }
+        int rc = set_value(spec, o, val);
+        if (rc != EXIT_OK)
+            return rc;
+    }
+    if (np < spec->min_pos)
+        return cli_usage_error(spec, "expected %d argument%s, got %d", spec->min_pos,
+                               spec->min_pos == 1 ? "" : "s", np);
+    if (spec->common && spec->common->threads < 0)
+        return cli_usage_error(spec, "--threads must be >= 0, got %ld", spec->common->threads);
+    *npos = np;
+    return setup_logging(spec, spec->common);
+}
+
+int cli_exit_code(int status) {
+    switch (status) {
+    case NVF_OK:
+        return EXIT_OK;
+    case NVF_E_INVALID:
+    case NVF_E_CONFIG:
+        return EXIT_USAGE;
+    case NVF_E_FORMAT:
+    case NVF_E_SHAPE:
+    case NVF_E_NONFINITE:
+    case NVF_E_VERIFY:
+        return EXIT_INVALID;
+    case NVF_E_DEVICE:
+        return EXIT_NODEVICE;
+    case NVF_E_INTERRUPTED:
+        return EXIT_INTERRUPTED;
+    default:
+        return EXIT_RUNTIME;
+    }
+}
+
+int cli_fail(const char *cmd, int status) {
+    const char *msg = nvf_error_last();
+    fprintf(stderr, "nvfp4tool %s: error: %s\n", cmd, msg[0] ? msg : nvf_status_str(status));
+    return cli_exit_code(status);
+}
+
+int cli_parse_size(uint64_t *out, const char *s) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || v < 0)
+        return -1;
+    static const struct {
+        const char *suffix;
+        double mult;
+    } units[] = {{"", 1},
+                 {"B", 1},
+                 {"KB", 1e3},
+                 {"MB", 1e6},
+                 {"GB", 1e9},
+                 {"TB", 1e12},
+                 {"KiB", 1024.0},
+                 {"MiB", 1048576.0},
+                 {"GiB", 1073741824.0},
+                 {"TiB", 1099511627776.0}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(end, units[i].suffix) == 0) {
+            double bytes = v * units[i].mult;
+            if (bytes >= 18446744073709551615.0)
+                return -1;
+            *out = (uint64_t)bytes;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int cli_not_implemented(const cli_spec *spec, int argc, char **argv) {
+    const char *pos[16];
+    int np = 0;
+    int rc = cli_parse(spec, argc, argv, pos, &np);
+    if (rc == CLI_HELP_SHOWN)
+        return EXIT_OK;
+    if (rc != EXIT_OK)
+        return rc;
+    fprintf(stderr, "nvfp4tool %s: not implemented yet in nvfp4tool %s; see the README's roadmap\n",
+            spec->name, nvf_version());
+    return EXIT_RUNTIME;
+}

@@ -1,0 +1,117 @@
+/*
+ * The command-line framework: option tables that both parse arguments and print --help,
+ * the options every command shares, the status -> exit code map, and logging to stderr.
+ */
+#ifndef NVFP4_CMD_CLI_H
+#define NVFP4_CMD_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Exit codes (SPEC section 2); pinned. */
+enum {
+    EXIT_OK = 0,
+    EXIT_RUNTIME = 1,
+    EXIT_USAGE = 2,
+    EXIT_INVALID = 3,
+    EXIT_NODEVICE = 4,
+    EXIT_INTERRUPTED = 5,
+};
+
+typedef enum cli_opt_kind {
+    CLI_FLAG,   /* int target set to 1 */
+    CLI_STRING, /* const char * target */
+    CLI_INT,    /* long target, decimal */
+    CLI_LIST,   /* cli_list target, the option may repeat */
+} cli_opt_kind;
+
+typedef struct cli_list {
+    const char **items;
+    size_t n;
+} cli_list;
+
+typedef struct cli_opt {
+    const char *name;    /* long name without the dashes */
+    const char *metavar; /* NULL for flags */
+    cli_opt_kind kind;
+    void *target;
+    const char *help;
+} cli_opt;
+
+/* Options every command takes (SPEC section 2). */
+typedef struct cli_common {
+    const char *device;
+    long threads;
+    int json;
+    int quiet;
+    const char *log_level;
+    const char *recipe;
+} cli_common;
+
+typedef struct cli_spec {
+    const char *name;    /* "inspect" */
+    const char *usage;   /* "CKPT [options]" */
+    const char *summary; /* one line */
+    const char *details; /* paragraphs after the usage, or NULL */
+    const cli_opt *opts; /* the command's own options */
+    size_t n_opts;
+    int min_pos, max_pos; /* positional argument counts */
+    cli_common *common;   /* NULL if the command takes none of the common options */
+} cli_spec;
+
+/* Result of cli_parse other than EXIT_OK: help was printed, the caller returns 0. */
+#define CLI_HELP_SHOWN (-1)
+
+/**
+ * Parse argv[1..] (argv[0] is the command name) against the spec. Positionals are returned in
+ * pos (pointing into argv). Prints --help on stdout (returns CLI_HELP_SHOWN) and usage errors
+ * on stderr (returns EXIT_USAGE). Sets up logging from the common options.
+ */
+int cli_parse(const cli_spec *spec, int argc, char **argv, const char **pos, int *npos);
+
+/** Print a usage error for the command and return EXIT_USAGE. */
+int cli_usage_error(const cli_spec *spec, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/** Map a library status to the exit code (SPEC section 2). */
+int cli_exit_code(int status);
+
+/** Print "nvfp4tool CMD: error: <last library message>" to stderr, return its exit code. */
+int cli_fail(const char *cmd, int status);
+
+/** Free the list arrays cli_parse allocated for the spec's CLI_LIST options. */
+void cli_free_lists(const cli_spec *spec);
+
+/** Parse a size like "5GB", "8GiB", "512MB", "1000" (bytes). 0 on success. */
+int cli_parse_size(uint64_t *out, const char *s);
+
+#define CLI_COMMON_HELP                                                                            \
+    "Common options:\n"                                                                            \
+    "  --device auto|cpu|cuda[:N]  where to compute (default auto: first working GPU, else CPU)\n" \
+    "  --threads N                 worker threads (default: all cores)\n"                          \
+    "  --json                      machine-readable output on stdout\n"                            \
+    "  --quiet                     only errors on stderr\n"                                        \
+    "  --log-level LEVEL           error|warn|info|debug (default info)\n"                         \
+    "  --recipe FILE.yaml          quantization recipe\n"                                          \
+    "  -h, --help                  this help\n"
+
+#define CLI_EXIT_HELP                                                                              \
+    "Exit codes: 0 ok, 1 runtime error, 2 usage error, 3 validation failed / bad input file,\n"    \
+    "            4 requested device unavailable, 5 interrupted.\n"
+
+/* One function per command, cmd_<name>.c. */
+int cmd_inspect(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_moe(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
+int cmd_hash(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+
+/** Shared body of the commands not built yet: parse (so --help works), then exit 1. */
+int cli_not_implemented(const cli_spec *spec, int argc, char **argv);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * CUDA device discovery. The runtime is linked statically; a machine without a driver or GPU
+ * answers with an error here, which the library treats as "no CUDA devices".
+ */
+#include <cuda_runtime.h>
+
+#include <stdio.h>
+
+/* ---- launchers ------------------------------------------------------------------------- */
+
+extern "C" int nvf_cuda_probe(int *count) {
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        *count = 0;
+        return -1;
+    }
+    *count = n;
+    return 0;
+}
+
+extern "C" int nvf_cuda_name(int index, char *name, int len) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    snprintf(name, (size_t)len, "%s (sm_%d%d)", prop.name, prop.major, prop.minor);
+    return 0;
+}
