@@ -1,0 +1,138 @@
+/*
+ * NVFP4 quantization on the CPU: the bit-exact reference of SPEC section 4 that every GPU
+ * kernel is compared with (`nvf_quant_*_ref` here, `nvf_quant_*_cuda` in kernels/).
+ *
+ * Output layout of a quantized [rows, cols] tensor (cols a multiple of 16):
+ *   1. packed: U8 [rows, cols/2]; element 2j of a row in the low nibble of byte j, 2j+1 in the
+ *      high nibble (E2M1 codes, see format.h).
+ *   2. scales: F8_E4M3 [rows, cols/16], row-major ("linear"): the scale of block b of row r at
+ *      r * cols/16 + b.
+ *   3. scale_2: one F32 per quantization group, RN(1 / gs) (nvf_quant_decode_scale).
+ * Dequantization: w = RN(RN(e2m1(code) * f32(scale)) * scale_2).
+ */
+#ifndef NVFP4_QUANT_H
+#define NVFP4_QUANT_H
+
+#include "nvfp4/dtype.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum nvf_quant_method {
+    NVF_QUANT_METHOD_RTN = 0,    /* plain NVFP4: one scale candidate per block */
+    NVF_QUANT_METHOD_4OVER6 = 1, /* two candidates (max maps to 6 or to 4), lower error wins */
+} nvf_quant_method;
+
+typedef enum nvf_quant_error {
+    NVF_QUANT_ERROR_MSE = 0, /* sum of squared differences */
+    NVF_QUANT_ERROR_MAE = 1, /* sum of absolute differences */
+} nvf_quant_error;
+
+typedef enum nvf_quant_domain {
+    NVF_QUANT_DOMAIN_SCALED = 0,   /* compare in the global-scaled domain (x * gs) */
+    NVF_QUANT_DOMAIN_ORIGINAL = 1, /* compare dequantized values with x */
+} nvf_quant_domain;
+
+/** How blocks are quantized (the `quantization:` section of a recipe). */
+typedef struct nvf_quant_params {
+    nvf_quant_method method;
+    nvf_quant_error error;   /* 4over6 only */
+    nvf_quant_domain domain; /* 4over6 only */
+    int32_t e4m3_max;        /* 448 or 256: the E of the global scale; blocks always clamp at 448 */
+} nvf_quant_params;
+
+/** The default recipe's parameters: 4over6, MSE, scaled domain, E = 256 (SPEC section 4). */
+nvf_quant_params nvf_quant_params_default(void);
+
+/**
+ * The global (encode) scale of a group with maximum magnitude `amax` (SPEC section 4):
+ * min(RN(E * 6 / amax), FLT_MAX), 1 where that is 0 (amax infinite), FLT_MAX where amax is 0.
+ * @return gs.
+ */
+float nvf_quant_global_scale(float amax, int32_t e4m3_max);
+
+/** The decode scale written as `weight_scale_2`: RN(1 / gs). */
+float nvf_quant_decode_scale(float gs);
+
+/**
+ * Quantize one block of NVF_BLOCK (16) values with global scale `gs`.
+ * Writes 8 packed bytes to `packed` and the E4M3 scale byte to `*scale`.
+ */
+void nvf_quant_block_ref(uint8_t *packed, uint8_t *scale, const float *x, float gs,
+                         const nvf_quant_params *p);
+
+/**
+ * A 2-D source tensor as stored in a checkpoint, read row by row (never converted whole).
+ * Plain sources: F32, F16, BF16 (exact), F8_E4M3, F8_E5M2 (exact, no scale).
+ * FP8-block sources (SPEC section 3): dtype F8_E4M3 with `scale` set: one multiplier per
+ * block_rows x block_cols block (edge blocks partial), ceil(rows/block_rows) x
+ * ceil(cols/block_cols) of them row-major whatever the stored shape; scale_dtype F32, BF16 or
+ * F8_E8M0. Such a value is bf16(RN(f32(fp8) * scale)), as SGLang and ModelOpt feed it.
+ */
+typedef struct nvf_quant_source {
+    nvf_dtype dtype;
+    const void *data; /* rows * cols elements, row-major; not owned */
+    int64_t rows, cols;
+    const void *scale; /* NULL for plain sources; not owned */
+    nvf_dtype scale_dtype;
+    uint64_t scale_numel; /* element count of the stored scale tensor */
+    int64_t block_rows, block_cols;
+} nvf_quant_source;
+
+/**
+ * Check that a source can be quantized: a supported dtype, rows >= 0, cols > 0 and a multiple
+ * of 16, and for FP8-block sources a scale dtype and element count that fit. `name` is used in
+ * the message. @return 0, NVF_E_SHAPE or NVF_E_UNSUPPORTED.
+ */
+int nvf_quant_source_check(const nvf_quant_source *s, const char *name);
+
+/** Row `row` of a (checked) source as f32 values: cols of them into `out`. */
+void nvf_quant_source_load_row(float *out, const nvf_quant_source *s, int64_t row);
+
+/**
+ * Maximum magnitude of a (checked) source, after FP8-block dequantization, using `threads`
+ * threads (<= 0: one per online core). A NaN or infinity is NVF_E_NONFINITE naming `name` and
+ * the first such [row, col] unless `allow_nonfinite` (then NaN is skipped and an infinity makes
+ * amax infinite). The result does not depend on the thread count.
+ * @return 0, NVF_E_NONFINITE or NVF_E_NOMEM.
+ */
+int nvf_quant_amax_ref(float *out, const nvf_quant_source *s, int allow_nonfinite, int threads,
+                       const char *name);
+
+/**
+ * Quantize a (checked) source with global scale `gs`: `packed` gets rows * cols/2 bytes,
+ * `scales` rows * cols/16 bytes (layout at the top of this file). Rows are split over
+ * `threads` threads (<= 0: one per online core); the bytes do not depend on the thread count.
+ * @return 0 or NVF_E_NOMEM.
+ */
+int nvf_quant_source_ref(uint8_t *packed, uint8_t *scales, const nvf_quant_source *s, float gs,
+                         const nvf_quant_params *p, int threads);
+
+/** nvf_quant_source_ref() for a row-major f32 matrix `x` [rows, cols]. */
+int nvf_quant_rows_ref(uint8_t *packed, uint8_t *scales, const float *x, int64_t rows, int64_t cols,
+                       float gs, const nvf_quant_params *p, int threads);
+
+/** Dequantize one row of `cols` elements: RN(RN(e2m1 * f32(scale)) * scale_2). */
+void nvf_quant_dequant_row_ref(float *out, const uint8_t *packed, const uint8_t *scales,
+                               int64_t cols, float scale_2);
+
+/**
+ * Global-scale group of a tensor name: an expert's (or MLP's) gate and up projections, and an
+ * attention's q, k and v projections, share one amax and global scale (SPEC section 5; loaders
+ * keep only one weight_scale_2 of the fused weight). Recognized: PREFIX.gate_proj.SUFFIX with
+ * PREFIX.up_proj.SUFFIX, PREFIX.w1.SUFFIX with PREFIX.w3.SUFFIX, and PREFIX.{q,k,v}_proj.SUFFIX.
+ * Writes the group key (the name with the projection replaced by "{gate,up}", "{w1,w3}" or
+ * "{q,k,v}") into `out` (capacity `cap`).
+ * @return 1 when the name belongs to a group, 0 when it stands alone (out = name), or
+ * NVF_E_INVALID when the key does not fit.
+ */
+int nvf_quant_group_key(char *out, size_t cap, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
