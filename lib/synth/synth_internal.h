@@ -1,0 +1,41 @@
+/*
+ * Private to lib/synth: the value generator shared by the planner and the writer (and read by
+ * tests/unit/test_synth.c). The generator is described in nvfp4/synth.h.
+ */
+#ifndef NVFP4_SYNTH_INTERNAL_H
+#define NVFP4_SYNTH_INTERNAL_H
+
+#include "nvfp4/synth.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* nvf_synth_tensor.kind: the distribution of a tensor's values. */
+enum {
+    SYNTH_KIND_WEIGHT = 0, /* N(0, 0.02^2)-like with 1-in-4096 outliers x(8..32) */
+    SYNTH_KIND_ROUTER = 1, /* N(0, 0.02^2)-like, no outliers */
+    SYNTH_KIND_NORM = 2,   /* 1 + N(0, 0.05^2)-like */
+    SYNTH_KIND_BIAS = 3,   /* N(0, 0.001^2)-like */
+};
+
+/* nvf_synth_tensor.role. */
+enum {
+    SYNTH_ROLE_PLAIN = 0, /* values stored as the tensor's dtype (BF16 or F32) */
+    SYNTH_ROLE_FP8 = 1,   /* F8_E4M3 block-quantized from the BF16 values */
+    SYNTH_ROLE_SCALE = 2, /* the F32 weight_scale_inv of the FP8 tensor just before it */
+};
+
+/* FP8 block edge (weight_block_size [128, 128]) and E4M3's largest finite value. */
+#define SYNTH_FP8_BLOCK 128
+#define SYNTH_FP8_MAX   448.0f
+
+/** The key of a logical matrix: mix(fnv1a64(name) ^ mix(seed)). */
+uint64_t synth_key(uint64_t seed, const char *name);
+
+/**
+ * Values of elements [first, first + n) of tensor `t` in flat row-major order, as binary32
+ * before any rounding to the stored dtype.
+ */
+void synth_fill_f32(float *out, const nvf_synth_tensor *t, uint64_t first, size_t n);
+
+#endif
