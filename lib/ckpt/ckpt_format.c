@@ -1,0 +1,537 @@
+/*
+ * Tensor roles, scale companions and format detection (SPEC section 3).
+ *
+ * Where the format is read from, first match wins:
+ *   1. config.json `quantization_config.quant_method`: "fp8" (FP8 block, `weight_block_size`
+ *      default [128, 128], `scale_fmt` "ue8m0" for power-of-two scales), "modelopt"
+ *      (`quant_algo` NVFP4 / FP8), "compressed-tensors" (`config_groups.*.weights`: 4-bit
+ *      float = NVFP4, 8-bit float = FP8 per tensor).
+ *   2. hf_quant_config.json `quantization.quant_algo` (ModelOpt).
+ *   3. Tensor names: `*_scale_inv` (FP8 block), `weight_packed` + `weight_global_scale`
+ *      (NVFP4 compressed-tensors), `weight_scale_2` (NVFP4 ModelOpt), an F8_E4M3 weight with a
+ *      scalar `weight_scale` (FP8 per tensor).
+ *   4. The dtype most linear weights have: BF16, F16 or F32.
+ */
+#include "ckpt/ckpt_internal.h"
+
+#include "nvfp4/status.h"
+
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *nvf_ckpt_format_name(nvf_ckpt_format format) {
+    switch (format) {
+    case NVF_CKPT_FORMAT_UNKNOWN:
+        return "unknown";
+    case NVF_CKPT_FORMAT_BF16:
+        return "bf16";
+    case NVF_CKPT_FORMAT_F16:
+        return "f16";
+    case NVF_CKPT_FORMAT_F32:
+        return "f32";
+    case NVF_CKPT_FORMAT_FP8_BLOCK:
+        return "fp8-block";
+    case NVF_CKPT_FORMAT_FP8_TENSOR:
+        return "fp8-tensor";
+    case NVF_CKPT_FORMAT_NVFP4_MODELOPT:
+        return "nvfp4-modelopt";
+    case NVF_CKPT_FORMAT_NVFP4_CT:
+        return "nvfp4-compressed-tensors";
+    }
+    return "unknown";
+}
+
+const char *nvf_ckpt_role_name(nvf_ckpt_role role) {
+    static const char *const names[NVF_ROLE_COUNT] = {
+        [NVF_ROLE_OTHER] = "other",
+        [NVF_ROLE_EXPERT_WEIGHT] = "expert_weight",
+        [NVF_ROLE_ROUTER] = "router",
+        [NVF_ROLE_ROUTER_BIAS] = "router_bias",
+        [NVF_ROLE_SHARED_EXPERT] = "shared_expert",
+        [NVF_ROLE_SHARED_EXPERT_GATE] = "shared_expert_gate",
+        [NVF_ROLE_DENSE_MLP] = "dense_mlp",
+        [NVF_ROLE_ATTENTION] = "attention",
+        [NVF_ROLE_NORM] = "norm",
+        [NVF_ROLE_EMBEDDING] = "embedding",
+        [NVF_ROLE_LM_HEAD] = "lm_head",
+        [NVF_ROLE_SCALE] = "scale",
+        [NVF_ROLE_BIAS] = "bias",
+    };
+    if ((unsigned)role >= NVF_ROLE_COUNT)
+        return "other";
+    return names[role];
+}
+
+/* Companion suffixes ("X.weight" + suffix is the companion's name), and which slot they fill.
+ * ModelOpt and compressed-tensors names [ModelOpt export; compressed-tensors]. */
+enum { SLOT_SCALE, SLOT_SCALE_2, SLOT_INPUT, SLOT_NONE };
+static const struct {
+    const char *last;   /* last name component of the scale */
+    const char *weight; /* the weight's last component */
+    int slot;
+} k_companions[] = {
+    {"weight_scale", "weight", SLOT_SCALE},
+    {"weight_scale_2", "weight", SLOT_SCALE_2},
+    {"input_scale", "weight", SLOT_INPUT},
+    {"weight_scale", "weight_packed", SLOT_SCALE},
+    {"weight_global_scale", "weight_packed", SLOT_SCALE_2},
+    {"input_global_scale", "weight_packed", SLOT_INPUT},
+    {"weight_zero_point", "weight_packed", SLOT_NONE},
+    {"k_scale", NULL, SLOT_NONE},
+    {"v_scale", NULL, SLOT_NONE},
+    {"output_scale", NULL, SLOT_NONE},
+};
+#define N_COMPANIONS (sizeof k_companions / sizeof k_companions[0])
+
+static const char *last_component(const char *name) {
+    const char *dot = strrchr(name, '.');
+    return dot ? dot + 1 : name;
+}
+
+/* The component before the last one, copied into buf ("" when none). */
+static void module_leaf(char *buf, size_t len, const char *name) {
+    const char *last = strrchr(name, '.');
+    buf[0] = '\0';
+    if (!last)
+        return;
+    const char *start = last;
+    while (start > name && start[-1] != '.')
+        start--;
+    size_t n = (size_t)(last - start);
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, start, n);
+    buf[n] = '\0';
+}
+
+static int is_fused_expert(const char *name) {
+    static const char *const fused[] = {".experts.gate_up_proj", ".experts.down_proj",
+                                        ".experts.gate_up_proj.weight",
+                                        ".experts.down_proj.weight"};
+    for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) {
+        if (ckpt_ends_with(name, fused[i]))
+            return 1;
+    }
+    return 0;
+}
+
+static int is_scale_name(const char *name) {
+    if (ckpt_ends_with(name, "_scale_inv"))
+        return 1;
+    const char *last = last_component(name);
+    for (size_t i = 0; i < N_COMPANIONS; i++) {
+        if (strcmp(last, k_companions[i].last) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static nvf_ckpt_role classify(const char *name, int *is_weight) {
+    const char *last = last_component(name);
+    char leaf[128];
+    module_leaf(leaf, sizeof leaf, name);
+    *is_weight = 0;
+    if (is_scale_name(name))
+        return NVF_ROLE_SCALE;
+    if (strcmp(last, "e_score_correction_bias") == 0)
+        return NVF_ROLE_ROUTER_BIAS;
+    if (strcmp(last, "bias") == 0 || ckpt_ends_with(last, "_bias"))
+        return NVF_ROLE_BIAS;
+    int fused = is_fused_expert(name);
+    int weight_like = fused || strcmp(last, "weight") == 0 || strcmp(last, "weight_packed") == 0;
+    if (strstr(leaf, "norm") && !fused)
+        return NVF_ROLE_NORM;
+    *is_weight = weight_like;
+    if (strstr(name, ".experts.") && !strstr(name, "shared_expert"))
+        return NVF_ROLE_EXPERT_WEIGHT;
+    if (strstr(name, ".mlp.gate.") || strstr(name, ".block_sparse_moe.gate."))
+        return NVF_ROLE_ROUTER;
+    if (strstr(name, ".shared_expert_gate."))
+        return NVF_ROLE_SHARED_EXPERT_GATE;
+    if (strstr(name, ".shared_experts.") || strstr(name, ".shared_expert."))
+        return NVF_ROLE_SHARED_EXPERT;
+    if (strstr(name, ".mlp.") || strstr(name, ".block_sparse_moe."))
+        return NVF_ROLE_DENSE_MLP;
+    if (strstr(name, ".self_attn.") || strstr(name, ".attn.") || strstr(name, ".attention."))
+        return NVF_ROLE_ATTENTION;
+    if (strstr(name, "embed"))
+        return NVF_ROLE_EMBEDDING;
+    if (strncmp(name, "lm_head", 7) == 0 || strstr(name, ".lm_head"))
+        return NVF_ROLE_LM_HEAD;
+    return NVF_ROLE_OTHER;
+}
+
+/* Link each scale to its weight: W_scale_inv -> W; P.weight_scale -> P.weight, ... */
+static int link_companions(nvf_ckpt *ck) {
+    char buf[1024];
+    for (size_t i = 0; i < ck->n_tensors; i++) {
+        nvf_ckpt_tensor *t = &ck->tensors[i];
+        if (t->role != NVF_ROLE_SCALE)
+            continue;
+        const char *name = t->st->name;
+        size_t len = strlen(name);
+        if (ckpt_ends_with(name, "_scale_inv")) {
+            size_t k = len - strlen("_scale_inv");
+            if (k >= sizeof buf)
+                continue;
+            memcpy(buf, name, k);
+            buf[k] = '\0';
+            size_t w = nvf_ckpt_find_index(ck, buf);
+            if (w == NVF_CKPT_NONE) {
+                int rc = ckpt_warn(ck, "scale tensor '%s' has no weight '%s'", name, buf);
+                if (rc != NVF_OK)
+                    return rc;
+                continue;
+            }
+            t->owner = w;
+            ck->tensors[w].scale = i;
+            continue;
+        }
+        const char *last = last_component(name);
+        size_t prefix = (size_t)(last - name);
+        for (size_t c = 0; c < N_COMPANIONS; c++) {
+            if (strcmp(last, k_companions[c].last) != 0 || !k_companions[c].weight)
+                continue;
+            if (prefix + strlen(k_companions[c].weight) >= sizeof buf)
+                continue;
+            memcpy(buf, name, prefix);
+            strcpy(buf + prefix, k_companions[c].weight);
+            size_t w = nvf_ckpt_find_index(ck, buf);
+            if (w == NVF_CKPT_NONE)
+                continue;
+            t->owner = w;
+            if (k_companions[c].slot == SLOT_SCALE)
+                ck->tensors[w].scale = i;
+            else if (k_companions[c].slot == SLOT_SCALE_2)
+                ck->tensors[w].scale_2 = i;
+            else if (k_companions[c].slot == SLOT_INPUT)
+                ck->tensors[w].input_scale = i;
+            break;
+        }
+    }
+    return NVF_OK;
+}
+
+static char *dup_string(const cJSON *v) {
+    return cJSON_IsString(v) && v->valuestring ? strdup(v->valuestring) : NULL;
+}
+
+static int add_ignore(nvf_ckpt_quant *q, const cJSON *list) {
+    if (!cJSON_IsArray(list))
+        return NVF_OK;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, list) {
+        if (!cJSON_IsString(e))
+            continue;
+        char **grown = realloc(q->ignore, (q->n_ignore + 1) * sizeof *grown);
+        if (!grown)
+            return nvf_error_set(NVF_E_NOMEM, "no memory");
+        q->ignore = grown;
+        if (!(grown[q->n_ignore] = strdup(e->valuestring)))
+            return nvf_error_set(NVF_E_NOMEM, "no memory");
+        q->n_ignore++;
+    }
+    return NVF_OK;
+}
+
+static int add_ignore_lists(nvf_ckpt_quant *q, const cJSON *obj) {
+    static const char *const keys[] = {"modules_to_not_convert", "ignored_layers", "ignore",
+                                       "exclude_modules"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        int rc = add_ignore(q, cJSON_GetObjectItemCaseSensitive(obj, keys[i]));
+        if (rc != NVF_OK)
+            return rc;
+    }
+    return NVF_OK;
+}
+
+static int json_pos_int(const cJSON *v, int64_t *out) {
+    if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e9 ||
+        v->valuedouble != (double)(int64_t)v->valuedouble)
+        return 0;
+    *out = (int64_t)v->valuedouble;
+    return 1;
+}
+
+static nvf_ckpt_format modelopt_algo(const char *algo) {
+    if (!algo)
+        return NVF_CKPT_FORMAT_UNKNOWN;
+    if (strcmp(algo, "NVFP4") == 0 || strcmp(algo, "MIXED_PRECISION") == 0)
+        return NVF_CKPT_FORMAT_NVFP4_MODELOPT;
+    if (strcmp(algo, "FP8") == 0)
+        return NVF_CKPT_FORMAT_FP8_TENSOR;
+    return NVF_CKPT_FORMAT_UNKNOWN;
+}
+
+/* compressed-tensors: the weights scheme of the first config group. */
+static nvf_ckpt_format ct_format(const cJSON *qc) {
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(qc, "format");
+    if (cJSON_IsString(fmt) && strcmp(fmt->valuestring, "nvfp4-pack-quantized") == 0)
+        return NVF_CKPT_FORMAT_NVFP4_CT;
+    const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");
+    const cJSON *g;
+    cJSON_ArrayForEach(g, groups) {
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
+        const cJSON *bits = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(w, "type");
+        if (!cJSON_IsNumber(bits) || !cJSON_IsString(type) || strcmp(type->valuestring, "float"))
+            continue;
+        if (bits->valuedouble == 4)
+            return NVF_CKPT_FORMAT_NVFP4_CT;
+        if (bits->valuedouble == 8)
+            return NVF_CKPT_FORMAT_FP8_TENSOR;
+    }
+    return NVF_CKPT_FORMAT_UNKNOWN;
+}
+
+static int from_config(nvf_ckpt *ck) {
+    nvf_ckpt_quant *q = &ck->quant;
+    const cJSON *qc =
+        ck->config ? cJSON_GetObjectItemCaseSensitive(ck->config, "quantization_config") : NULL;
+    int rc = NVF_OK;
+    if (cJSON_IsObject(qc)) {
+        q->source = "config.json";
+        q->quant_method = dup_string(cJSON_GetObjectItemCaseSensitive(qc, "quant_method"));
+        q->quant_algo = dup_string(cJSON_GetObjectItemCaseSensitive(qc, "quant_algo"));
+        rc = add_ignore_lists(q, qc);
+        if (rc != NVF_OK)
+            return rc;
+        const char *m = q->quant_method ? q->quant_method : "";
+        if (strcmp(m, "fp8") == 0) {
+            q->format = NVF_CKPT_FORMAT_FP8_BLOCK;
+            q->block[0] = q->block[1] = 128;
+            const cJSON *bs = cJSON_GetObjectItemCaseSensitive(qc, "weight_block_size");
+            if (cJSON_IsArray(bs)) {
+                int64_t b0, b1;
+                if (cJSON_GetArraySize(bs) == 2 && json_pos_int(cJSON_GetArrayItem(bs, 0), &b0) &&
+                    json_pos_int(cJSON_GetArrayItem(bs, 1), &b1)) {
+                    q->block[0] = b0;
+                    q->block[1] = b1;
+                } else {
+                    return nvf_error_set(NVF_E_FORMAT,
+                                         "invalid config '%s/config.json': "
+                                         "quantization_config.weight_block_size is not two "
+                                         "positive integers",
+                                         ck->dir);
+                }
+            }
+            const cJSON *sf = cJSON_GetObjectItemCaseSensitive(qc, "scale_fmt");
+            q->scale_ue8m0 = cJSON_IsString(sf) && strcmp(sf->valuestring, "ue8m0") == 0;
+            const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(qc, "fmt");
+            if (cJSON_IsString(fmt) && strcmp(fmt->valuestring, "e4m3") != 0)
+                rc = ckpt_warn(ck, "quantization_config.fmt '%s' is not supported (e4m3 is)",
+                               fmt->valuestring);
+        } else if (strcmp(m, "modelopt") == 0) {
+            const char *algo = q->quant_algo;
+            const cJSON *inner = cJSON_GetObjectItemCaseSensitive(qc, "quantization");
+            if (!algo && cJSON_IsObject(inner)) {
+                q->quant_algo = dup_string(cJSON_GetObjectItemCaseSensitive(inner, "quant_algo"));
+                algo = q->quant_algo;
+                rc = add_ignore_lists(q, inner);
+            }
+            q->format = modelopt_algo(algo);
+        } else if (strcmp(m, "compressed-tensors") == 0) {
+            q->format = ct_format(qc);
+        }
+        if (rc == NVF_OK && q->format == NVF_CKPT_FORMAT_UNKNOWN)
+            rc = ckpt_warn(ck,
+                           "quantization_config (quant_method '%s', quant_algo '%s') is not "
+                           "a format this tool reads",
+                           m, q->quant_algo ? q->quant_algo : "");
+        return rc;
+    }
+    const cJSON *hq = ck->hf_quant_config
+                          ? cJSON_GetObjectItemCaseSensitive(ck->hf_quant_config, "quantization")
+                          : NULL;
+    if (cJSON_IsObject(hq)) {
+        q->source = "hf_quant_config.json";
+        q->quant_method = strdup("modelopt");
+        q->quant_algo = dup_string(cJSON_GetObjectItemCaseSensitive(hq, "quant_algo"));
+        if (!q->quant_method)
+            return nvf_error_set(NVF_E_NOMEM, "no memory");
+        rc = add_ignore_lists(q, hq);
+        q->format = modelopt_algo(q->quant_algo);
+        if (rc == NVF_OK && q->format == NVF_CKPT_FORMAT_UNKNOWN)
+            rc = ckpt_warn(ck,
+                           "hf_quant_config.json quant_algo '%s' is not a format this tool "
+                           "reads",
+                           q->quant_algo ? q->quant_algo : "");
+    }
+    return rc;
+}
+
+typedef struct name_evidence {
+    size_t scale_inv, scale_2, packed_global, fp8_scalar_scale, fp8_weights;
+    size_t n_bf16, n_f16, n_f32;
+} name_evidence;
+
+static void gather_evidence(const nvf_ckpt *ck, name_evidence *ev) {
+    memset(ev, 0, sizeof *ev);
+    for (size_t i = 0; i < ck->n_tensors; i++) {
+        const nvf_ckpt_tensor *t = &ck->tensors[i];
+        const char *name = t->st->name;
+        if (ckpt_ends_with(name, "_scale_inv"))
+            ev->scale_inv++;
+        else if (ckpt_ends_with(name, ".weight_scale_2"))
+            ev->scale_2++;
+        else if (ckpt_ends_with(name, ".weight_global_scale"))
+            ev->packed_global++;
+        if (!t->is_weight)
+            continue;
+        if (t->st->dtype == NVF_DTYPE_F8_E4M3) {
+            ev->fp8_weights++;
+            if (t->scale != NVF_CKPT_NONE && ck->tensors[t->scale].st->numel == 1 &&
+                !ckpt_ends_with(ck->tensors[t->scale].st->name, "_scale_inv"))
+                ev->fp8_scalar_scale++;
+        }
+        ev->n_bf16 += t->st->dtype == NVF_DTYPE_BF16;
+        ev->n_f16 += t->st->dtype == NVF_DTYPE_F16;
+        ev->n_f32 += t->st->dtype == NVF_DTYPE_F32;
+    }
+}
+
+static void from_evidence(nvf_ckpt_quant *q, const name_evidence *ev) {
+    if (ev->scale_inv > 0) {
+        q->format = NVF_CKPT_FORMAT_FP8_BLOCK;
+        q->block[0] = q->block[1] = 128;
+        q->source = "tensor names";
+    } else if (ev->packed_global > 0) {
+        q->format = NVF_CKPT_FORMAT_NVFP4_CT;
+        q->source = "tensor names";
+    } else if (ev->scale_2 > 0) {
+        q->format = NVF_CKPT_FORMAT_NVFP4_MODELOPT;
+        q->source = "tensor names";
+    } else if (ev->fp8_scalar_scale > 0) {
+        q->format = NVF_CKPT_FORMAT_FP8_TENSOR;
+        q->source = "tensor names";
+    } else if (ev->n_bf16 + ev->n_f16 + ev->n_f32 > 0) {
+        q->source = "tensor dtypes";
+        if (ev->n_bf16 >= ev->n_f16 && ev->n_bf16 >= ev->n_f32)
+            q->format = NVF_CKPT_FORMAT_BF16;
+        else if (ev->n_f16 >= ev->n_f32)
+            q->format = NVF_CKPT_FORMAT_F16;
+        else
+            q->format = NVF_CKPT_FORMAT_F32;
+    }
+}
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) {
+    return a / b + (a % b != 0);
+}
+
+/* Every FP8 weight has a W_scale_inv with ceil(out/b0)*ceil(in/b1) elements per matrix; any
+ * shape with that count is accepted since writers squeeze it (SPEC section 3). */
+static int check_fp8_block(nvf_ckpt *ck) {
+    const int64_t b0 = ck->quant.block[0], b1 = ck->quant.block[1];
+    for (size_t i = 0; i < ck->n_tensors; i++) {
+        const nvf_ckpt_tensor *t = &ck->tensors[i];
+        if (!t->is_weight || t->st->dtype != NVF_DTYPE_F8_E4M3)
+            continue;
+        const char *name = t->st->name;
+        if (t->scale == NVF_CKPT_NONE)
+            return nvf_error_set(NVF_E_FORMAT,
+                                 "FP8 weight '%s' in '%s' has no scale tensor "
+                                 "'%s_scale_inv'",
+                                 name, ck->files[t->file].path, name);
+        const nvf_st_tensor *s = ck->tensors[t->scale].st;
+        char wshape[160], sshape[160];
+        ckpt_shape_str(wshape, sizeof wshape, t->st->shape, t->st->ndim);
+        ckpt_shape_str(sshape, sizeof sshape, s->shape, s->ndim);
+        if (t->st->ndim < 2)
+            return nvf_error_set(NVF_E_SHAPE,
+                                 "FP8 weight '%s' has shape %s; block scaling needs "
+                                 "at least 2 dimensions",
+                                 name, wshape);
+        if (s->dtype != NVF_DTYPE_F32 && s->dtype != NVF_DTYPE_BF16 && s->dtype != NVF_DTYPE_F16 &&
+            s->dtype != NVF_DTYPE_F8_E8M0)
+            return nvf_error_set(NVF_E_FORMAT, "scale tensor '%s' has dtype %s; expected F32",
+                                 s->name, nvf_dtype_name(s->dtype));
+        uint64_t rows = (uint64_t)t->st->shape[t->st->ndim - 2];
+        uint64_t cols = (uint64_t)t->st->shape[t->st->ndim - 1];
+        uint64_t per = ceil_div(rows, (uint64_t)b0) * ceil_div(cols, (uint64_t)b1);
+        /* numel of the weight fits 64 bits (the reader checked), so lead * per does too */
+        uint64_t lead = rows && cols ? t->st->numel / (rows * cols) : 0;
+        uint64_t want = lead * per;
+        if (s->numel != want)
+            return nvf_error_set(NVF_E_SHAPE,
+                                 "scale tensor '%s' has shape %s (%" PRIu64
+                                 " elements) but weight '%s' of shape %s with %" PRId64 "x%" PRId64
+                                 " blocks needs %" PRIu64 " (ceil(%" PRIu64 "/%" PRId64
+                                 ")*ceil(%" PRIu64 "/%" PRId64 ")%s)",
+                                 s->name, sshape, s->numel, name, wshape, b0, b1, want, rows, b0,
+                                 cols, b1, lead > 1 ? " per matrix" : "");
+    }
+    return NVF_OK;
+}
+
+int ckpt_detect_format(nvf_ckpt *ck) {
+    for (size_t i = 0; i < ck->n_tensors; i++)
+        ck->tensors[i].role = classify(ck->tensors[i].st->name, &ck->tensors[i].is_weight);
+    int rc = link_companions(ck);
+    if (rc != NVF_OK)
+        return rc;
+    rc = from_config(ck);
+    if (rc != NVF_OK)
+        return rc;
+    name_evidence ev;
+    gather_evidence(ck, &ev);
+    nvf_ckpt_quant *q = &ck->quant;
+    if (!q->source) {
+        from_evidence(q, &ev);
+    } else if (q->format == NVF_CKPT_FORMAT_FP8_BLOCK && ev.scale_inv == 0) {
+        if (ev.fp8_scalar_scale > 0) {
+            q->format = NVF_CKPT_FORMAT_FP8_TENSOR;
+            q->block[0] = q->block[1] = 0;
+        } else {
+            rc = ckpt_warn(ck, "config.json says quant_method fp8 but no tensor has a "
+                               "'_scale_inv' block scale");
+        }
+    } else if (q->format == NVF_CKPT_FORMAT_NVFP4_MODELOPT && ev.scale_2 == 0) {
+        rc = ckpt_warn(ck, "%s says NVFP4 but no tensor has a 'weight_scale_2'", q->source);
+    }
+    if (rc == NVF_OK && q->format == NVF_CKPT_FORMAT_FP8_BLOCK)
+        rc = check_fp8_block(ck);
+    return rc;
+}
+
+void ckpt_quant_free(nvf_ckpt_quant *q) {
+    free(q->quant_method);
+    free(q->quant_algo);
+    for (size_t i = 0; i < q->n_ignore; i++)
+        free(q->ignore[i]);
+    free(q->ignore);
+    memset(q, 0, sizeof *q);
+}
+
+static int ignore_matches(const char *pattern, const char *module) {
+    size_t n = strlen(pattern);
+    if (strncmp(pattern, "re:", 3) == 0) {
+        regex_t re;
+        if (regcomp(&re, pattern + 3, REG_EXTENDED | REG_NOSUB) != 0)
+            return 0;
+        int hit = regexec(&re, module, 0, NULL, 0) == 0;
+        regfree(&re);
+        return hit;
+    }
+    if (strncmp(module, pattern, n) == 0 && (module[n] == '\0' || module[n] == '.'))
+        return 1;
+    return fnmatch(pattern, module, 0) == 0;
+}
+
+int nvf_ckpt_is_ignored(const nvf_ckpt *ck, const char *name) {
+    char module[1024];
+    const char *dot = strrchr(name, '.');
+    size_t len = dot ? (size_t)(dot - name) : strlen(name);
+    if (len >= sizeof module)
+        return 0;
+    memcpy(module, name, len);
+    module[len] = '\0';
+    for (size_t i = 0; i < ck->quant.n_ignore; i++) {
+        if (ignore_matches(ck->quant.ignore[i], module))
+            return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,254 @@
+/*
+ * The checkpoint model (SPEC section 3): a Hugging Face checkpoint directory (config.json,
+ * model.safetensors.index.json, shards) or a single .safetensors file, opened and
+ * cross-checked as a whole; its quantization format; its MoE structure; and which tensors a
+ * conversion would touch.
+ *
+ * What a checkpoint directory holds:
+ *   1. config.json (optional): a JSON object; `quantization_config` names the source format.
+ *   2. hf_quant_config.json (optional, ModelOpt): `quantization.quant_algo`.
+ *   3. model.safetensors.index.json (optional): `weight_map` tensor -> shard file. Without it,
+ *      every `*.safetensors` file of the directory is a shard, in name order.
+ *   4. The shards: safetensors files; each tensor name occurs in exactly one of them.
+ */
+#ifndef NVFP4_CHECKPOINT_H
+#define NVFP4_CHECKPOINT_H
+
+#include "nvfp4/safetensors.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cJSON;
+
+/* No companion tensor / value not known. */
+#define NVF_CKPT_NONE ((size_t)-1)
+
+typedef enum nvf_ckpt_format {
+    NVF_CKPT_FORMAT_UNKNOWN = 0,
+    NVF_CKPT_FORMAT_BF16,
+    NVF_CKPT_FORMAT_F16,
+    NVF_CKPT_FORMAT_F32,
+    NVF_CKPT_FORMAT_FP8_BLOCK,      /* W F8_E4M3 + W_scale_inv, one multiplier per block */
+    NVF_CKPT_FORMAT_FP8_TENSOR,     /* weight F8_E4M3 + scalar weight_scale */
+    NVF_CKPT_FORMAT_NVFP4_MODELOPT, /* weight U8 + weight_scale + weight_scale_2 + input_scale */
+    NVF_CKPT_FORMAT_NVFP4_CT,       /* compressed-tensors weight_packed + weight_global_scale */
+} nvf_ckpt_format;
+
+/** Stable lower-case name: "bf16", "fp8-block", "nvfp4-modelopt", ... Never NULL. */
+const char *nvf_ckpt_format_name(nvf_ckpt_format format);
+
+/* What a tensor is, from its name (and the format's companion naming). */
+typedef enum nvf_ckpt_role {
+    NVF_ROLE_OTHER = 0,
+    NVF_ROLE_EXPERT_WEIGHT,      /* routed expert linear: per-expert 2-D or fused 3-D */
+    NVF_ROLE_ROUTER,             /* mlp.gate.weight [E, H] */
+    NVF_ROLE_ROUTER_BIAS,        /* mlp.gate.e_score_correction_bias [E] */
+    NVF_ROLE_SHARED_EXPERT,      /* mlp.shared_experts.* / mlp.shared_expert.* linears */
+    NVF_ROLE_SHARED_EXPERT_GATE, /* mlp.shared_expert_gate.weight */
+    NVF_ROLE_DENSE_MLP,          /* mlp.{gate,up,down}_proj of a dense layer */
+    NVF_ROLE_ATTENTION,          /* self_attn.* linears */
+    NVF_ROLE_NORM,               /* layer norms */
+    NVF_ROLE_EMBEDDING,          /* embed_tokens */
+    NVF_ROLE_LM_HEAD,            /* lm_head */
+    NVF_ROLE_SCALE,              /* a quantization scale of another tensor */
+    NVF_ROLE_BIAS,               /* a linear's bias */
+    NVF_ROLE_COUNT
+} nvf_ckpt_role;
+
+/** Stable name: "expert_weight", "router", "router_bias", "scale", ... Never NULL. */
+const char *nvf_ckpt_role_name(nvf_ckpt_role role);
+
+typedef struct nvf_ckpt_file {
+    char *name; /* file name relative to the checkpoint directory */
+    char *path; /* full path */
+    uint64_t bytes;
+    nvf_st_file *st;
+} nvf_ckpt_file;
+
+typedef struct nvf_ckpt_tensor {
+    const nvf_st_tensor *st; /* name, dtype, shape, data; owned by the shard */
+    size_t file;             /* index into nvf_ckpt.files */
+    nvf_ckpt_role role;
+    /* 1 for a linear's weight: a name ending in ".weight" (".weight_packed" in
+     * compressed-tensors), or a fused 3-D expert parameter, that is not a norm's */
+    int is_weight;
+    /* Companions (indices into nvf_ckpt.tensors, or NVF_CKPT_NONE): the FP8-block
+     * `W_scale_inv`, or `weight_scale` (FP8 per-tensor, NVFP4); `weight_scale_2`
+     * (`weight_global_scale` in compressed-tensors); `input_scale`. For a scale: its weight. */
+    size_t scale, scale_2, input_scale, owner;
+} nvf_ckpt_tensor;
+
+/* The detected quantization of the source. */
+typedef struct nvf_ckpt_quant {
+    nvf_ckpt_format format;
+    const char *source; /* where it was read from: "config.json", "hf_quant_config.json",
+                           "tensor names" or "tensor dtypes"; static */
+    char *quant_method; /* as written, or NULL */
+    char *quant_algo;   /* as written, or NULL */
+    int64_t block[2];   /* FP8 block size (rows, columns); 0 for other formats */
+    int scale_ue8m0;    /* scale_fmt "ue8m0": power-of-two block scales */
+    size_t n_ignore;    /* modules left in source precision (modules_to_not_convert, ...) */
+    char **ignore;
+} nvf_ckpt_quant;
+
+typedef enum nvf_router_kind {
+    NVF_ROUTER_NONE = 0,     /* no MoE layer */
+    NVF_ROUTER_SOFTMAX_TOPK, /* softmax, top-k, renormalize if norm_topk_prob */
+    NVF_ROUTER_SIGMOID_TOPK, /* sigmoid scores, top-k, no groups */
+    NVF_ROUTER_DEEPSEEK_V3,  /* sigmoid + correction bias + group-limited top-k */
+} nvf_router_kind;
+
+/** "none", "softmax_topk", "sigmoid_topk", "deepseek_v3". Never NULL. */
+const char *nvf_router_kind_name(nvf_router_kind kind);
+
+typedef enum nvf_layer_kind {
+    NVF_LAYER_DENSE = 0,
+    NVF_LAYER_MOE = 1,
+} nvf_layer_kind;
+
+/* One decoder layer with an MLP (`PREFIX.layers.{i}.mlp` or `.block_sparse_moe`). */
+typedef struct nvf_moe_layer {
+    char *prefix;  /* "model.layers.3" */
+    int64_t index; /* 3 */
+    nvf_layer_kind kind;
+    int fused;            /* experts as 3-D gate_up_proj / down_proj */
+    int w13_naming;       /* experts named w1/w3/w2 (Mixtral) instead of gate/up/down_proj */
+    int64_t n_experts;    /* expected: from config, else router rows, else from the names */
+    int64_t n_present;    /* experts with all three projections */
+    int64_t hidden;       /* H from the expert (or dense) weights; -1 unknown */
+    int64_t intermediate; /* I per expert (dense: the MLP's); -1 unknown */
+    size_t n_missing;
+    int64_t *missing; /* expert ids in [0, n_experts) lacking a projection, ascending */
+    int has_router, has_router_bias;
+    int has_shared;              /* shared_experts / shared_expert linears */
+    int has_shared_gate;         /* Qwen2-MoE shared_expert_gate */
+    int64_t shared_intermediate; /* -1 when none */
+} nvf_moe_layer;
+
+/* The model's MoE settings from config.json (top level or `text_config`); -1 = not given. */
+typedef struct nvf_moe_config {
+    nvf_router_kind router;
+    int64_t n_experts;            /* num_experts | num_local_experts | n_routed_experts */
+    const char *n_experts_key;    /* which key held it; static, NULL when none */
+    int64_t top_k;                /* num_experts_per_tok */
+    int norm_topk_prob;           /* 0, 1, or -1 */
+    double routed_scaling_factor; /* < 0 when not given */
+    int64_t n_group, topk_group, first_k_dense_replace;
+    int64_t hidden_size, moe_intermediate_size, intermediate_size;
+    int64_t n_shared_experts;
+    char hidden_act[32]; /* "" when not given */
+    char scoring_func[32];
+} nvf_moe_config;
+
+typedef struct nvf_moe {
+    nvf_moe_config config;
+    size_t n_layers; /* layers with an MLP, sorted by (prefix stem, index) */
+    nvf_moe_layer *layers;
+    size_t n_moe, n_dense;
+    int64_t experts_present, experts_missing; /* sums over MoE layers */
+} nvf_moe;
+
+typedef struct nvf_ckpt {
+    char *path;                /* as given */
+    char *dir;                 /* the directory ("." for a bare file name) */
+    int is_file;               /* opened as a single .safetensors file */
+    char *index_name;          /* "model.safetensors.index.json" or NULL */
+    uint64_t index_total_size; /* metadata.total_size, 0 without an index */
+    uint64_t data_bytes;       /* sum of every tensor's data bytes */
+    size_t n_files;
+    nvf_ckpt_file *files; /* sorted by name */
+    size_t n_tensors;
+    nvf_ckpt_tensor *tensors;      /* sorted by name */
+    struct cJSON *config;          /* config.json, or NULL; owned */
+    struct cJSON *hf_quant_config; /* hf_quant_config.json, or NULL; owned */
+    nvf_ckpt_quant quant;
+    nvf_moe moe;
+    size_t n_warnings; /* inconsistencies that do not stop reading (validate reports them) */
+    char **warnings;
+} nvf_ckpt;
+
+/**
+ * Open a checkpoint directory or a single .safetensors file: read config.json and
+ * hf_quant_config.json, the index (or list the shards), open and validate every shard, check
+ * that the index and the shards agree, detect the format, link scale tensors to their weights
+ * (FP8 block: any scale shape whose element count is ceil(out/b0)*ceil(in/b1)), and discover
+ * the MoE structure. Inconsistencies that do not stop reading are logged as warnings and kept
+ * in `warnings`.
+ * @return 0; NVF_E_IO when the path or a file cannot be read; NVF_E_FORMAT for a malformed
+ * file, an index that disagrees with the shards, a missing shard, or a tensor in two shards
+ * (the message names the file and the tensor); NVF_E_SHAPE for an FP8 block scale of the wrong
+ * size; NVF_E_NOMEM. The caller owns *out and frees it with nvf_ckpt_close().
+ */
+int nvf_ckpt_open(nvf_ckpt **out, const char *path);
+
+/** Close every shard and free the checkpoint; NULL is fine. */
+void nvf_ckpt_close(nvf_ckpt *ck);
+
+/** The tensor called `name`, or NULL. O(log n). */
+const nvf_ckpt_tensor *nvf_ckpt_find(const nvf_ckpt *ck, const char *name);
+
+/** Index of the tensor called `name` in ck->tensors, or NVF_CKPT_NONE. */
+size_t nvf_ckpt_find_index(const nvf_ckpt *ck, const char *name);
+
+/**
+ * Whether the module of tensor `name` (the name without its last component) is in the
+ * source's list of modules left in source precision: an exact name, a dot-prefix of it, a
+ * glob (fnmatch) or a compressed-tensors "re:" regular expression.
+ */
+int nvf_ckpt_is_ignored(const nvf_ckpt *ck, const char *name);
+
+/* Which tensors a conversion would touch. */
+typedef enum nvf_plan_action {
+    NVF_PLAN_KEEP = 0, /* not in scope, or not a weight: left as it is */
+    NVF_PLAN_QUANTIZE, /* becomes NVFP4 */
+    NVF_PLAN_SKIP,     /* a weight in scope that cannot be quantized (reason says why) */
+    NVF_PLAN_DROP,     /* the source scale of a weight that is quantized: replaced */
+} nvf_plan_action;
+
+/** "keep", "quantize", "skip", "drop". Never NULL. */
+const char *nvf_plan_action_name(nvf_plan_action action);
+
+typedef struct nvf_plan_entry {
+    nvf_plan_action action;
+    int in_scope;
+    char reason[96]; /* "" for quantize */
+} nvf_plan_entry;
+
+typedef struct nvf_plan {
+    size_t n;                /* == ck->n_tensors */
+    nvf_plan_entry *entries; /* parallel to ck->tensors */
+    size_t n_quantize, n_keep, n_skip, n_drop;
+    uint64_t bytes_quantize; /* source bytes of the tensors to quantize */
+    uint64_t bytes_nvfp4;    /* their NVFP4 size: packed values + E4M3 scales + 2 F32 scalars
+                                per linear (per expert for fused 3-D weights) */
+    uint64_t bytes_keep;     /* source bytes of everything else kept */
+} nvf_plan;
+
+/** The default scope: routed expert weights only (SPEC section 5). */
+extern const char *const nvf_plan_default_include[];
+#define NVF_PLAN_DEFAULT_N_INCLUDE 1
+
+/**
+ * Decide, per tensor, what a conversion with the given scope would do. A tensor is in scope
+ * when its name matches one of `include` (fnmatch; n_include == 0 means the default
+ * "*.mlp.experts.*") and none of `exclude`. A weight in scope is quantized when it is
+ * floating point, 2-D (3-D for fused experts), not an embedding, and its input (last)
+ * dimension is a multiple of 16; otherwise it is skipped with the reason
+ * ("in=100 is not a multiple of 16").
+ * @return 0 or NVF_E_NOMEM. The caller frees *out with nvf_plan_free().
+ */
+int nvf_ckpt_plan(nvf_plan **out, const nvf_ckpt *ck, const char *const *include, size_t n_include,
+                  const char *const *exclude, size_t n_exclude);
+
+/** Free a plan; NULL is fine. */
+void nvf_plan_free(nvf_plan *plan);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
