@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The main job on the built-in default: synthesize a small DeepSeek-V3-like FP8 checkpoint,
+# then inspect it. Later stages (convert, verify, validate) join as they land.
+#   scripts/demo.sh [WORKDIR]      (default: out/demo)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+work=${1:-out/demo}
+jobs=$(nproc 2>/dev/null || echo 2)
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$jobs" --target nvfp4tool
+tool=build/nvfp4tool
+
+rm -rf "$work"
+mkdir -p "$work"
+echo "== synth: DeepSeek-V3-like FP8-block checkpoint -> $work/src" >&2
+"$tool" synth "$work/src" --preset deepseek-v3 --dtype fp8-block --seed 0
+echo "== inspect $work/src" >&2
+"$tool" inspect "$work/src" --summary

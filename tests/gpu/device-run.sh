@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs on the device machine (the lent H200; see the README's "GPU runs"): unpack the Debian
+# packages the device image lacks (libyaml, cJSON; carried in .debs/), build with CUDA, run the
+# whole ctest suite there (GPU tests included), then the benchmarks. Results go to $OUT.
+#   tests/gpu/device-run.sh [build|test|bench]...   (default: build test bench)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/out/device}
+mkdir -p "$OUT"
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(build test bench)
+
+deps=/tmp/deps
+mkdir -p "$deps"
+for f in .debs/*.deb; do dpkg -x "$f" "$deps"; done
+export PKG_CONFIG_SYSROOT_DIR=$deps
+export PKG_CONFIG_PATH=$deps/usr/lib/x86_64-linux-gnu/pkgconfig
+export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+echo "commit $commit" | tee "$OUT/commit.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
+
+rc=0
+for step in "${steps[@]}"; do
+    case $step in
+    build)
+        cmake -S . -B build-dev -DNVFP4_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 &&
+            cmake --build build-dev -j 16 >>"$OUT/cmake.log" 2>&1 || { tail -50 "$OUT/cmake.log"; exit 1; }
+        ;;
+    test)
+        ctest --test-dir build-dev --output-on-failure -j 8 2>&1 | tee "$OUT/ctest.log" | tail -25
+        [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+        ;;
+    bench)
+        if ./build-dev/nvfp4tool bench quant --help >/dev/null 2>&1; then
+            ./build-dev/nvfp4tool bench quant --device cpu --threads 16 --json \
+                >"$OUT/bench-quant-cpu.json" 2>"$OUT/bench-quant-cpu.log" || rc=1
+            cat "$OUT/bench-quant-cpu.json"
+        fi
+        ;;
+    *)
+        echo "unknown step $step"; exit 2 ;;
+    esac
+done
+exit $rc
