@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include "nvfp4/log.h"
+#include "nvfp4/recipe.h"
 #include "nvfp4/version.h"
 #include "nvfp4/status.h"
 
@@ -219,34 +220,7 @@ int cli_fail(const char *cmd, int status) {
 }
 
 int cli_parse_size(uint64_t *out, const char *s) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0 || end == s || v < 0)
-        return -1;
-    static const struct {
-        const char *suffix;
-        double mult;
-    } units[] = {{"", 1},
-                 {"B", 1},
-                 {"KB", 1e3},
-                 {"MB", 1e6},
-                 {"GB", 1e9},
-                 {"TB", 1e12},
-                 {"KiB", 1024.0},
-                 {"MiB", 1048576.0},
-                 {"GiB", 1073741824.0},
-                 {"TiB", 1099511627776.0}};
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(end, units[i].suffix) == 0) {
-            double bytes = v * units[i].mult;
-            if (bytes >= 18446744073709551615.0)
-                return -1;
-            *out = (uint64_t)bytes;
-            return 0;
-        }
-    }
-    return -1;
+    return nvf_size_parse(out, s, strlen(s));
 }
 
 int cli_not_implemented(const cli_spec *spec, int argc, char **argv) {

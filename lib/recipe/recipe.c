@@ -108,7 +108,9 @@ static int scalar_int(const scalar *v, int64_t lo, int64_t hi, int64_t *out) {
 }
 
 /* "5GB", "512MiB", "1.5 TB", "1000" (bytes): decimal and binary units, result >= 1 byte. */
-static int parse_size(const scalar *v, uint64_t *out) {
+int nvf_size_parse(uint64_t *out, const char *text, size_t len) {
+    const scalar whole_text = {text, len, 1};
+    const scalar *v = &whole_text;
     static const struct {
         const char *unit;
         double mult;
@@ -242,7 +244,7 @@ static int set_ep(nvf_recipe *r, const scalar *v) {
 
 static int set_shard_size(nvf_recipe *r, const scalar *v) {
     uint64_t x;
-    if (v->len >= sizeof r->max_shard_size_text || parse_size(v, &x) < 0)
+    if (v->len >= sizeof r->max_shard_size_text || nvf_size_parse(&x, v->s, v->len) < 0)
         return -1;
     r->max_shard_size = x;
     memcpy(r->max_shard_size_text, v->s, v->len);

@@ -87,6 +87,13 @@ int nvf_recipe_set(nvf_recipe *r, const char *flag, const char *value);
  */
 int nvf_recipe_set_globs(nvf_recipe *r, int exclude, const char *const *globs, size_t n);
 
+/**
+ * Parse a size: digits with an optional fraction, optional spaces, and an optional unit B, KB,
+ * MB, GB, TB (decimal) or KiB, MiB, GiB, TiB ("5GB", "512MiB", "1.5 TB", "1000").
+ * @return 0, or -1 when malformed or under 1 byte (no error is set).
+ */
+int nvf_size_parse(uint64_t *out, const char *text, size_t len);
+
 /** The recipe flags nvf_recipe_set() takes, NULL-terminated (for option tables and help). */
 const char *const *nvf_recipe_flags(void);
 
