@@ -231,7 +231,7 @@ static int read_shape(nvf_manifest_tensor *t, const cJSON *v, const char *path, 
     int d = 0;
     for (const cJSON *c = v->child; c; c = c->next, d++) {
         uint64_t x;
-        char field[16];
+        char field[32];
         snprintf(field, sizeof field, "shape[%d]", d);
         int rc = get_uint(&x, c, path, where, field);
         if (rc != NVF_OK)
@@ -336,7 +336,7 @@ static int read_document(nvf_manifest *m, cJSON *root, const char *path) {
                                        "source",           "files", "tensors", "summary"};
     static const char *const tool_keys[] = {"name", "version"};
     static const char *const source_keys[] = {"files"};
-    const cJSON *v[8], *tv[2], *sv[1];
+    const cJSON *v[8] = {0}, *tv[2] = {0}, *sv[1] = {0};
     int rc = get_fields(v, root, keys, 8, path, "the document");
     if (rc != NVF_OK)
         return rc;
