@@ -1,16 +1,239 @@
+/*
+ * nvfp4tool convert SRC DST: a whole checkpoint to a ModelOpt NVFP4 checkpoint (SPEC sections 5
+ * and 6). The work is nvf_convert_run(); this file parses the options, resolves the recipe and
+ * the device, turns SIGINT/SIGTERM into a clean stop, draws the progress and prints the summary.
+ */
 #include "cli.h"
 
+#include "nvfp4/convert.h"
+#include "nvfp4/device.h"
+#include "nvfp4/log.h"
+#include "nvfp4/recipe.h"
+#include "nvfp4/status.h"
+
+#include <cjson/cJSON.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
 static cli_common g_common;
+static cli_list g_include, g_exclude;
+static const char *g_target, *g_max_shard, *g_input_amax, *g_max_host;
+static const char *g_method, *g_error, *g_domain, *g_e4m3_max;
+static int g_keep_source, g_resume, g_force, g_allow_nonfinite;
+
+static const cli_opt k_opts[] = {
+    {"target", "FORMAT", CLI_STRING, &g_target,
+     "modelopt (default); prepared-w4a16|prepared-w4a4 are not implemented yet"},
+    {"include", "GLOB", CLI_LIST, &g_include,
+     "quantize tensors matching GLOB (repeatable; default *.mlp.experts.*)"},
+    {"exclude", "GLOB", CLI_LIST, &g_exclude, "never quantize tensors matching GLOB (repeatable)"},
+    {"keep-source-precision", NULL, CLI_FLAG, &g_keep_source,
+     "keep FP8 tensors outside the scope as FP8 (quant_algo MIXED_PRECISION)"},
+    {"max-shard-size", "SIZE", CLI_STRING, &g_max_shard,
+     "tensor bytes per output shard (default 5GB, decimal units; KiB.. binary)"},
+    {"input-amax", "FILE.json", CLI_STRING, &g_input_amax,
+     "calibrated input amax per module {\"MODULE\": amax}: input_scale = amax / (6 * 448)"},
+    {"resume", NULL, CLI_FLAG, &g_resume, "continue an interrupted conversion into DST"},
+    {"force", NULL, CLI_FLAG, &g_force, "write into a non-empty DST"},
+    {"max-host-memory", "SIZE", CLI_STRING, &g_max_host,
+     "tensor buffers in flight (default 8GiB; one job always proceeds)"},
+    {"method", "rtn|4over6", CLI_STRING, &g_method, "override quantization.method"},
+    {"error", "mse|mae", CLI_STRING, &g_error, "override quantization.error (4over6)"},
+    {"error-domain", "DOMAIN", CLI_STRING, &g_domain,
+     "override quantization.error_domain: scaled|original"},
+    {"e4m3-max", "256|448", CLI_STRING, &g_e4m3_max, "override quantization.e4m3_max"},
+    {"allow-nonfinite", NULL, CLI_FLAG, &g_allow_nonfinite,
+     "pass NaN/Inf through instead of failing"},
+};
 
 static const cli_spec k_spec = {
     .name = "convert",
     .usage = "SRC DST [options]",
     .summary = "Convert a whole checkpoint directory to an NVFP4 checkpoint directory.",
+    .details =
+        "Reads BF16/FP16/F32, FP8-block (incl. ue8m0 scales) and FP8 per-tensor checkpoints and\n"
+        "writes ModelOpt NVFP4: each linear in scope (default: routed experts) becomes weight,\n"
+        "weight_scale, weight_scale_2 and input_scale; fused 3-D experts are split per expert;\n"
+        "an expert's gate and up projections share one global scale. Other tensors keep their\n"
+        "values (FP8 ones become BF16 unless --keep-source-precision). Writes shards, the\n"
+        "index, config.json, hf_quant_config.json, copies the other files of SRC, and\n"
+        "nvfp4-manifest.json last. Streaming with bounded memory; SIGINT/SIGTERM stop cleanly\n"
+        "(exit 5) and --resume continues from the finished shards.\n",
+    .opts = k_opts,
+    .n_opts = sizeof k_opts / sizeof k_opts[0],
     .min_pos = 2,
     .max_pos = 2,
     .common = &g_common,
 };
 
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct progress_state {
+    int tty;
+    double t0, last;
+} progress_state;
+
+static void on_progress(const nvf_convert_progress *p, int final, void *user) {
+    progress_state *ps = user;
+    double t = now_s(), el = t - ps->t0;
+    if (!final && t - ps->last < (ps->tty ? 0.2 : 5.0))
+        return;
+    ps->last = t;
+    double rate = el > 0 ? (double)p->bytes_done / el : 0.0;
+    double eta = rate > 0 ? (double)(p->bytes_total - p->bytes_done) / rate : 0.0;
+    double frac = p->bytes_total ? (double)p->bytes_done / (double)p->bytes_total : 1.0;
+    if (ps->tty) {
+        char bar[31];
+        int fill = (int)(frac * 30.0);
+        for (int i = 0; i < 30; i++)
+            bar[i] = i < fill ? '#' : ' ';
+        bar[30] = '\0';
+        fprintf(stderr,
+                "\r[%s] %3.0f%% %.2f/%.2f GB  %llu/%llu tensors  %.0f MB/s  ETA %d:%02d  %s", bar,
+                frac * 100.0, (double)p->bytes_done / 1e9, (double)p->bytes_total / 1e9,
+                (unsigned long long)p->tensors_done, (unsigned long long)p->tensors_total,
+                rate / 1e6, (int)(eta / 60), (int)eta % 60, final ? "\n" : "");
+    } else if (!final) {
+        nvf_log(NVF_LOG_INFO,
+                "progress: %.1f%% %.2f/%.2f GB, %llu/%llu tensors, shard %llu/%llu, %.0f MB/s, "
+                "ETA %.0f s",
+                frac * 100.0, (double)p->bytes_done / 1e9, (double)p->bytes_total / 1e9,
+                (unsigned long long)p->tensors_done, (unsigned long long)p->tensors_total,
+                (unsigned long long)p->shards_done, (unsigned long long)p->shards_total, rate / 1e6,
+                eta);
+    }
+}
+
+static int build_recipe(nvf_recipe *r) {
+    int rc = nvf_recipe_init(r);
+    if (rc == 0 && g_common.recipe)
+        rc = nvf_recipe_load(r, g_common.recipe);
+    const struct {
+        const char *flag, *value;
+    } ov[] = {{"method", g_method},     {"error", g_error},   {"error-domain", g_domain},
+              {"e4m3-max", g_e4m3_max}, {"target", g_target}, {"max-shard-size", g_max_shard}};
+    for (size_t i = 0; rc == 0 && i < sizeof ov / sizeof ov[0]; i++)
+        if (ov[i].value)
+            rc = nvf_recipe_set(r, ov[i].flag, ov[i].value);
+    if (rc == 0 && g_include.n)
+        rc = nvf_recipe_set_globs(r, 0, g_include.items, g_include.n);
+    if (rc == 0 && g_exclude.n)
+        rc = nvf_recipe_set_globs(r, 1, g_exclude.items, g_exclude.n);
+    return rc;
+}
+
+static void print_summary(const nvf_convert_options *o, const nvf_convert_summary *s, double secs) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double rss = (double)ru.ru_maxrss * 1024.0; /* kilobytes on Linux */
+    double gbs = secs > 0 ? (double)s->bytes_in / secs / 1e9 : 0.0;
+    if (!g_common.json) {
+        printf("%s -> %s: %llu tensors quantized (%llu linears), %llu kept, %llu dequantized to "
+               "BF16, %llu dropped; %llu shards (%llu reused), %.3f GB in, %.3f GB out in %.2f s "
+               "(%.3f GB/s), peak RSS %.0f MB\n",
+               o->src, o->dst, (unsigned long long)s->tensors_quantized,
+               (unsigned long long)s->linears_quantized, (unsigned long long)s->tensors_kept,
+               (unsigned long long)s->tensors_dequantized, (unsigned long long)s->tensors_dropped,
+               (unsigned long long)s->shards, (unsigned long long)s->shards_reused,
+               (double)s->bytes_in / 1e9, (double)s->bytes_out / 1e9, secs, gbs, rss / 1e6);
+        return;
+    }
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "source", o->src);
+    cJSON_AddStringToObject(j, "destination", o->dst);
+    cJSON_AddStringToObject(j, "device", o->device.kind == NVF_DEVICE_CUDA ? "cuda" : "cpu");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cJSON_AddNumberToObject(j, "threads", o->threads > 0 ? o->threads : (cores > 0 ? cores : 1));
+    cJSON_AddNumberToObject(j, "tensors_quantized", (double)s->tensors_quantized);
+    cJSON_AddNumberToObject(j, "linears_quantized", (double)s->linears_quantized);
+    cJSON_AddNumberToObject(j, "tensors_kept", (double)s->tensors_kept);
+    cJSON_AddNumberToObject(j, "tensors_dequantized", (double)s->tensors_dequantized);
+    cJSON_AddNumberToObject(j, "tensors_dropped", (double)s->tensors_dropped);
+    cJSON_AddNumberToObject(j, "tensors_written", (double)s->tensors_written);
+    cJSON_AddNumberToObject(j, "shards", (double)s->shards);
+    cJSON_AddNumberToObject(j, "shards_reused", (double)s->shards_reused);
+    cJSON_AddNumberToObject(j, "bytes_in", (double)s->bytes_in);
+    cJSON_AddNumberToObject(j, "bytes_out", (double)s->bytes_out);
+    cJSON_AddNumberToObject(j, "seconds", secs);
+    cJSON_AddNumberToObject(j, "gb_per_s", gbs);
+    cJSON_AddNumberToObject(j, "peak_rss_bytes", rss);
+    char *text = cJSON_PrintUnformatted(j);
+    if (text)
+        printf("%s\n", text);
+    free(text);
+    cJSON_Delete(j);
+}
+
 int cmd_convert(int argc, char **argv) {
-    return cli_not_implemented(&k_spec, argc, argv);
+    const char *pos[2];
+    int np = 0;
+    int rc = cli_parse(&k_spec, argc, argv, pos, &np);
+    if (rc != EXIT_OK) {
+        cli_free_lists(&k_spec);
+        return rc == CLI_HELP_SHOWN ? EXIT_OK : rc;
+    }
+    nvf_recipe r;
+    nvf_convert_options o;
+    nvf_convert_summary sum;
+    uint64_t host = (uint64_t)8 << 30;
+    int st = build_recipe(&r);
+    if (st < 0) {
+        rc = cli_fail(k_spec.name, st);
+        goto done;
+    }
+    if (g_max_host && cli_parse_size(&host, g_max_host) != 0) {
+        rc = cli_usage_error(&k_spec, "--max-host-memory: cannot read '%s' as a size", g_max_host);
+        goto done;
+    }
+    nvf_convert_options_init(&o, pos[0], pos[1], &r);
+    o.keep_source_precision = g_keep_source;
+    o.input_amax_path = g_input_amax;
+    o.resume = g_resume;
+    o.force = g_force;
+    o.threads = (int)g_common.threads;
+    o.max_host_memory = host;
+    o.allow_nonfinite = g_allow_nonfinite;
+    o.stop = &g_stop;
+    st = nvf_device_select(&o.device, g_common.device);
+    if (st < 0) {
+        rc = cli_fail(k_spec.name, st);
+        goto done;
+    }
+    progress_state ps = {isatty(STDERR_FILENO) && !g_common.quiet, now_s(), now_s()};
+    o.progress = on_progress;
+    o.progress_user = &ps;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    double t0 = now_s();
+    st = nvf_convert_run(&sum, &o);
+    if (st < 0) {
+        rc = cli_fail(k_spec.name, st);
+        goto done;
+    }
+    print_summary(&o, &sum, now_s() - t0);
+    rc = EXIT_OK;
+done:
+    nvf_recipe_free(&r);
+    cli_free_lists(&k_spec);
+    return rc;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the built-in default: synthesize a small DeepSeek-V3-like FP8 checkpoint,
-# then inspect it. Later stages (convert, verify, validate) join as they land.
+# inspect it, convert it to ModelOpt NVFP4, check the output against its manifest, and print
+# the conversion summary. Later stages (verify, validate) join as they land.
 #   scripts/demo.sh [WORKDIR]      (default: out/demo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,3 +19,9 @@ echo "== synth: DeepSeek-V3-like FP8-block checkpoint -> $work/src" >&2
 "$tool" synth "$work/src" --preset deepseek-v3 --dtype fp8-block --seed 0
 echo "== inspect $work/src" >&2
 "$tool" inspect "$work/src" --summary
+echo "== convert $work/src -> $work/nvfp4" >&2
+"$tool" convert "$work/src" "$work/nvfp4" --json >"$work/convert.json"
+echo "== hash --check $work/nvfp4" >&2
+"$tool" hash --check "$work/nvfp4"
+echo "== summary" >&2
+cat "$work/convert.json"

@@ -1,0 +1,93 @@
+/*
+ * `convert`: a whole checkpoint directory to a ModelOpt NVFP4 checkpoint directory (SPEC
+ * sections 5 and 6), streaming with bounded host memory, hashed while written, resumable.
+ *
+ * What DST holds when a conversion finishes, in the order the files are completed:
+ *   1. model-0000i-of-0000N.safetensors: every output tensor once, in a fixed order; a converted
+ *      linear X.weight becomes X.weight (U8 [out, in/2]), X.weight_scale (F8_E4M3 [out, in/16]),
+ *      X.weight_scale_2 (F32 []) and X.input_scale (F32 []); fused 3-D experts are split into
+ *      PREFIX.experts.{e}.{gate,up,down}_proj.weight*. Each shard is PATH.tmp, fsync, rename.
+ *   2. .nvfp4-progress.json (while running): the finished shards with their hashes, keyed by
+ *      the source files (names, sizes, mtimes), recipe and options; --resume reuses them.
+ *   3. Every other file of SRC (tokenizer, generation config, README, ...) copied.
+ *   4. model.safetensors.index.json, hf_quant_config.json, config.json.
+ *   5. nvfp4-manifest.json, last: its presence marks a complete checkpoint.
+ */
+#ifndef NVFP4_CONVERT_H
+#define NVFP4_CONVERT_H
+
+#include "nvfp4/device.h"
+#include "nvfp4/recipe.h"
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The progress journal in DST (removed when the conversion completes). */
+#define NVF_CONVERT_JOURNAL ".nvfp4-progress.json"
+
+/** Where a conversion stands; passed to the progress callback. */
+typedef struct nvf_convert_progress {
+    uint64_t bytes_done, bytes_total;     /* output tensor bytes written (or reused) */
+    uint64_t tensors_done, tensors_total; /* output tensors */
+    uint64_t shards_done, shards_total;
+} nvf_convert_progress;
+
+/**
+ * Called from the writer thread after each tensor (and within large ones); `final` is 1 on the
+ * last call. Must be quick and must not call back into the conversion.
+ */
+typedef void (*nvf_convert_progress_fn)(const nvf_convert_progress *p, int final, void *user);
+
+typedef struct nvf_convert_options {
+    const char *src, *dst;
+    const nvf_recipe *recipe;    /* quantization, scope, target, max shard size */
+    int keep_source_precision;   /* keep FP8 tensors outside the scope as FP8 + scale */
+    const char *input_amax_path; /* JSON {"MODULE": amax, ...} or NULL: input_scale 1.0 */
+    int resume;                  /* reuse finished shards recorded in the journal */
+    int force;                   /* DST may hold other files */
+    nvf_device device;           /* resolved --device: CPU or a CUDA ordinal */
+    int threads;                 /* CPU quantizer threads; <= 0: one per online core */
+    uint64_t max_host_memory;    /* bytes of tensor buffers in flight (plus one job) */
+    int allow_nonfinite;         /* pass NaN/Inf through instead of failing */
+    volatile sig_atomic_t *stop; /* set non-zero (from a signal handler) to stop; or NULL */
+    nvf_convert_progress_fn progress;
+    void *progress_user;
+} nvf_convert_options;
+
+/** What a conversion did (also the manifest's "summary", which holds no timings). */
+typedef struct nvf_convert_summary {
+    uint64_t tensors_quantized;   /* source tensors quantized to NVFP4 */
+    uint64_t linears_quantized;   /* linears written as NVFP4 (fused experts count per expert) */
+    uint64_t tensors_kept;        /* source tensors written with their bytes unchanged */
+    uint64_t tensors_dequantized; /* FP8 source tensors written as BF16 */
+    uint64_t tensors_dropped;     /* source scales consumed by a conversion */
+    uint64_t tensors_written;     /* output tensors */
+    uint64_t shards, shards_reused;
+    uint64_t bytes_in;  /* source tensor data bytes */
+    uint64_t bytes_out; /* output shard file bytes */
+} nvf_convert_summary;
+
+/** Options with defaults: CPU, all cores, 8 GiB, target taken from `recipe`. */
+void nvf_convert_options_init(nvf_convert_options *o, const char *src, const char *dst,
+                              const nvf_recipe *recipe);
+
+/**
+ * Run a conversion (the whole of SPEC sections 5 and 6 for target modelopt).
+ * @return 0 and *out filled; NVF_E_INVALID when DST is not empty and neither resume nor force is
+ * set, or for an --input-amax entry that is not a positive finite number; NVF_E_NOTIMPL for a
+ * prepared target; NVF_E_IO naming the file for a read or write failure (ENOSPC, EIO: no
+ * partial output file is left, SRC is never written); NVF_E_INTERRUPTED when *stop was set (the
+ * temporary files are removed; finished shards and the journal stay for --resume);
+ * NVF_E_FORMAT / NVF_E_SHAPE / NVF_E_NONFINITE for a bad source; NVF_E_DEVICE / NVF_E_CUDA.
+ */
+int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

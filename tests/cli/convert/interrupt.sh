@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# SIGINT (and SIGTERM) in the middle: exit 5, and nothing that looks complete is left: no
+# manifest, config.json, index or *.tmp file.
+set -euo pipefail
+tmp=$(mktemp -d)
+trap 'kill -9 $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
+pid=
+"$NVFP4TOOL" synth "$tmp/src" --preset qwen3-moe --dtype bf16 --hidden 1024 --experts 32 \
+    --moe-intermediate 256 --quiet >/dev/null
+for sig in INT TERM; do
+    rm -rf "$tmp/dst"
+    "$NVFP4TOOL" convert "$tmp/src" "$tmp/dst" --quiet --threads 1 --max-shard-size 8MB \
+        >/dev/null 2>"$tmp/err" &
+    pid=$!
+    for _ in $(seq 1 2000); do
+        [ -n "$(find "$tmp/dst" -name '*.tmp' 2>/dev/null)" ] && break
+        sleep 0.005
+    done
+    kill -s $sig $pid
+    rc=0
+    wait $pid || rc=$?
+    [ $rc -eq 5 ] || { echo "SIG$sig: exit $rc, expected 5" >&2; cat "$tmp/err" >&2; exit 1; }
+    left=$(find "$tmp/dst" \( -name '*.tmp' -o -name nvfp4-manifest.json -o -name config.json \
+        -o -name model.safetensors.index.json -o -name hf_quant_config.json \) | wc -l)
+    [ "$left" -eq 0 ] || { echo "SIG$sig left files behind" >&2; ls -la "$tmp/dst" >&2; exit 1; }
+    grep -q interrupted "$tmp/err" || { echo "no message" >&2; exit 1; }
+done
+echo ok
