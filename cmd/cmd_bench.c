@@ -9,6 +9,7 @@
 #include "nvfp4/device.h"
 #include "nvfp4/format.h"
 #include "nvfp4/quant.h"
+#include "nvfp4/quant_cuda.h"
 #include "nvfp4/status.h"
 
 #include <cjson/cJSON.h>
@@ -20,12 +21,14 @@
 #include <unistd.h>
 
 static cli_common g_common;
-static long g_size_mb = 64, g_runs = 5, g_cols = 7168;
+static long g_size_mb = 0, g_runs = 0, g_cols = 7168;
 
 static const cli_opt k_opts[] = {
-    {"size-mb", "N", CLI_INT, &g_size_mb, "quant: MB of BF16 input (default 64)"},
+    {"size-mb", "N", CLI_INT, &g_size_mb,
+     "quant: MB of BF16 input (default 64; 1024 with --device cuda)"},
     {"cols", "N", CLI_INT, &g_cols, "quant: columns of the tensor (default 7168)"},
-    {"runs", "N", CLI_INT, &g_runs, "timed runs per case; the median is reported (default 5)"},
+    {"runs", "N", CLI_INT, &g_runs,
+     "timed runs per case; the median is reported (default 5; 25 with --device cuda)"},
 };
 
 static const cli_spec k_spec = {
@@ -172,6 +175,100 @@ done:
     return rc;
 }
 
+/* GPU: device-resident data, CUDA events, the D2D copy bandwidth of the same run as the
+ * yardstick: every row reports GB/s of input, the bytes the pass must move (reads + writes)
+ * and their rate as a % of the copy's (read + write) rate. */
+static int bench_quant_cuda(int device, const char *devname) {
+    if (g_cols <= 0 || g_cols % NVF_BLOCK != 0 || g_size_mb <= 0 || g_runs <= 0)
+        return cli_usage_error(&k_spec, "--cols must be a positive multiple of 16, --size-mb and "
+                                        "--runs positive");
+    int64_t cols = g_cols;
+    int64_t rows = (int64_t)g_size_mb * 1000000 / (2 * cols);
+    if (rows < 1)
+        rows = 1;
+    double n = (double)rows * (double)cols;
+    const nvf_quant_params def = nvf_quant_params_default();
+    const bench_case cases[] = {
+        {"rtn", {NVF_QUANT_METHOD_RTN, NVF_QUANT_ERROR_MSE, NVF_QUANT_DOMAIN_SCALED, 448}},
+        {"4over6 mse scaled", def},
+        {"4over6 mse original",
+         {NVF_QUANT_METHOD_4OVER6, NVF_QUANT_ERROR_MSE, NVF_QUANT_DOMAIN_ORIGINAL, 256}},
+        {"4over6 mae scaled",
+         {NVF_QUANT_METHOD_4OVER6, NVF_QUANT_ERROR_MAE, NVF_QUANT_DOMAIN_SCALED, 256}},
+        {"4over6 mae original",
+         {NVF_QUANT_METHOD_4OVER6, NVF_QUANT_ERROR_MAE, NVF_QUANT_DOMAIN_ORIGINAL, 256}},
+    };
+    cJSON *js = cJSON_CreateObject(), *results = cJSON_AddArrayToObject(js, "results");
+    int rc = 0;
+    double copy_s = 0;
+    /* Copy of the BF16 tensor's bytes: read + write. */
+    int st = nvf_quant_cuda_bench(&copy_s, NVF_DTYPE_BF16, rows, cols, &def, NVF_QUANT_CUDA_COPY,
+                                  (int)g_runs, device);
+    if (st < 0) {
+        rc = cli_fail(k_spec.name, st);
+        goto done;
+    }
+    double copy_bw = 2.0 * n * 2.0 / copy_s;
+    cJSON_AddStringToObject(js, "bench", "quant");
+    cJSON_AddStringToObject(js, "device", devname);
+    cJSON_AddNumberToObject(js, "rows", (double)rows);
+    cJSON_AddNumberToObject(js, "cols", (double)cols);
+    cJSON_AddNumberToObject(js, "runs", (double)g_runs);
+    cJSON_AddNumberToObject(js, "copy_gb_per_s", copy_bw / 1e9);
+    if (!g_common.json) {
+        printf("bench quant: [%lld, %lld], device %s, median of %ld runs (CUDA events)\n",
+               (long long)rows, (long long)cols, devname, g_runs);
+        printf("device-to-device copy: %.1f GB/s (read + write)\n", copy_bw / 1e9);
+        printf("%-8s %-22s %-15s %10s %12s %12s %8s\n", "input", "method", "pass", "median ms",
+               "input GB/s", "bytes moved", "% copy");
+    }
+    for (int fp8 = 0; fp8 < 2; fp8++) {
+        double in_b = n * (fp8 ? 1.0 : 2.0), out_b = n / 2 + n / 16;
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            for (int whole = 0; whole < 2; whole++) {
+                double t = 0;
+                st = nvf_quant_cuda_bench(
+                    &t, fp8 ? NVF_DTYPE_F8_E4M3 : NVF_DTYPE_BF16, rows, cols, &cases[c].p,
+                    whole ? NVF_QUANT_CUDA_AMAX_QUANTIZE : NVF_QUANT_CUDA_QUANTIZE, (int)g_runs,
+                    device);
+                if (st < 0) {
+                    rc = cli_fail(k_spec.name, st);
+                    goto done;
+                }
+                double moved = (whole ? 2 * in_b : in_b) + out_b;
+                double pct = 100.0 * moved / t / copy_bw;
+                const char *input = fp8 ? "fp8blk" : "bf16";
+                const char *pass = whole ? "amax+quantize" : "quantize";
+                if (!g_common.json)
+                    printf("%-8s %-22s %-15s %10.3f %12.1f %12.0f %7.1f%%\n", input, cases[c].label,
+                           pass, t * 1e3, in_b / t / 1e9, moved, pct);
+                cJSON *o = cJSON_CreateObject();
+                cJSON_AddStringToObject(o, "input", fp8 ? "F8_E4M3 (128x128 blocks)" : "BF16");
+                cJSON_AddStringToObject(o, "method", cases[c].label);
+                cJSON_AddStringToObject(o, "pass", pass);
+                cJSON_AddNumberToObject(o, "median_s", t);
+                cJSON_AddNumberToObject(o, "input_gb_per_s", in_b / t / 1e9);
+                cJSON_AddNumberToObject(o, "bytes_moved", moved);
+                cJSON_AddNumberToObject(o, "pct_of_copy", pct);
+                cJSON_AddItemToArray(results, o);
+            }
+        }
+    }
+    if (g_common.json) {
+        char *s = cJSON_PrintUnformatted(js);
+        if (!s) {
+            rc = cli_fail(k_spec.name, nvf_error_set(NVF_E_NOMEM, "out of memory"));
+            goto done;
+        }
+        printf("%s\n", s);
+        free(s);
+    }
+done:
+    cJSON_Delete(js);
+    nvf_quant_cuda_shutdown();
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *pos[1];
     int np = 0;
@@ -190,10 +287,13 @@ int cmd_bench(int argc, char **argv) {
     int st = nvf_device_select(&dev, g_common.device ? g_common.device : "cpu");
     if (st < 0)
         return cli_fail(k_spec.name, st);
-    if (dev.kind == NVF_DEVICE_CUDA)
-        return cli_fail(k_spec.name,
-                        nvf_error_set(NVF_E_NOTIMPL, "GPU quantization is not implemented yet "
-                                                     "(use --device cpu)"));
+    if (dev.kind == NVF_DEVICE_CUDA) {
+        g_size_mb = g_size_mb ? g_size_mb : 1024;
+        g_runs = g_runs ? g_runs : 25;
+        return bench_quant_cuda(dev.index, dev.name);
+    }
+    g_size_mb = g_size_mb ? g_size_mb : 64;
+    g_runs = g_runs ? g_runs : 5;
     int threads = (int)g_common.threads;
     if (threads <= 0) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);

@@ -7,6 +7,7 @@
 #include "cli.h"
 
 #include "nvfp4/device.h"
+#include "nvfp4/quant_cuda.h"
 #include "nvfp4/format.h"
 #include "nvfp4/log.h"
 #include "nvfp4/quant.h"
@@ -21,6 +22,8 @@
 #include <string.h>
 #include <time.h>
 
+/* The CUDA device that quantizes (-1: the CPU). */
+static int g_cuda_device = -1;
 static cli_common g_common;
 static cli_list g_tensors;
 static const char *g_method, *g_error, *g_domain, *g_e4m3_max, *g_block_size;
@@ -270,7 +273,11 @@ static int write_quantized(nvf_st_writer *w, const plan_item *it, const nvf_quan
             sub.scale = (const uint8_t *)s->scale + first * scale_elem_size(s->scale_dtype);
             sub.scale_numel = (uint64_t)((sub.rows + s->block_rows - 1) / s->block_rows) * ncb;
         }
-        rc = nvf_quant_source_ref(packed, scales + r0 * cols / NVF_BLOCK, &sub, it->gs, p, threads);
+        uint8_t *sc = scales + r0 * cols / NVF_BLOCK;
+        if (g_cuda_device >= 0)
+            rc = nvf_quant_source_cuda(packed, sc, &sub, it->gs, p, g_cuda_device);
+        else
+            rc = nvf_quant_source_ref(packed, sc, &sub, it->gs, p, threads);
         if (rc < 0)
             goto done;
         rc = nvf_st_writer_write(w, packed, (size_t)(sub.rows * cols / 2));
@@ -299,14 +306,7 @@ static int resolve_device(void) {
     int rc = nvf_device_select(&dev, spec);
     if (rc < 0)
         return rc;
-    if (dev.kind == NVF_DEVICE_CUDA) {
-        if (strcmp(spec, "auto") == 0) {
-            nvf_log(NVF_LOG_INFO, "GPU quantization is not implemented yet; using the CPU");
-            return 0;
-        }
-        return nvf_error_set(NVF_E_NOTIMPL, "GPU quantization is not implemented yet (use "
-                                            "--device cpu)");
-    }
+    g_cuda_device = dev.kind == NVF_DEVICE_CUDA ? dev.index : -1;
     return 0;
 }
 
@@ -322,7 +322,10 @@ static cJSON *summary_json(const char *in, const char *out, const plan_item *ite
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "input", in);
     cJSON_AddStringToObject(o, "output", out);
-    cJSON_AddStringToObject(o, "device", "cpu");
+    char devname[32] = "cpu";
+    if (g_cuda_device >= 0)
+        snprintf(devname, sizeof devname, "cuda:%d", g_cuda_device);
+    cJSON_AddStringToObject(o, "device", devname);
     cJSON_AddNumberToObject(o, "threads", threads);
     cJSON_AddNumberToObject(o, "tensors_quantized", (double)nq);
     cJSON_AddNumberToObject(o, "tensors_kept", (double)nk);
@@ -383,8 +386,12 @@ static int run(const char *in, const char *out, const nvf_recipe *r, int64_t br,
     for (size_t i = 0; i < n; i++) {
         if (items[i].action != ACT_QUANT)
             continue;
-        rc = nvf_quant_amax_ref(&items[i].amax, &items[i].src, g_allow_nonfinite, threads,
-                                items[i].t->name);
+        if (g_cuda_device >= 0)
+            rc = nvf_quant_amax_cuda(&items[i].amax, &items[i].src, g_allow_nonfinite,
+                                     g_cuda_device, items[i].t->name);
+        else
+            rc = nvf_quant_amax_ref(&items[i].amax, &items[i].src, g_allow_nonfinite, threads,
+                                    items[i].t->name);
         if (rc < 0) {
             nvf_error_prefix("'%s'", in);
             goto done;

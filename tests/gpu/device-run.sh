@@ -2,13 +2,15 @@
 # Runs on the device machine (the lent H200; see the README's "GPU runs"): unpack the Debian
 # packages the device image lacks (libyaml, cJSON; carried in .debs/), build with CUDA, run the
 # whole ctest suite there (GPU tests included), then the benchmarks. Results go to $OUT.
-#   tests/gpu/device-run.sh [build|test|bench]...   (default: build test bench)
+#   tests/gpu/device-run.sh [build|test|cmp|bench]...   (default: build test cmp bench)
+# cmp: `quantize --device cpu` and `--device cuda` of the test checkpoints' shards must be
+# byte-identical (cmp). bench: `bench quant` on the CPU and on the GPU, JSON under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out/device}
 mkdir -p "$OUT"
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(build test bench)
+[ ${#steps[@]} -gt 0 ] || steps=(build test cmp bench)
 
 deps=/tmp/deps
 mkdir -p "$deps"
@@ -31,7 +33,27 @@ for step in "${steps[@]}"; do
         ctest --test-dir build-dev --output-on-failure -j 8 2>&1 | tee "$OUT/ctest.log" | tail -25
         [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
         ;;
+    cmp)
+        tmp=$(mktemp -d)
+        for f in tests/data/hf/*/model-0000[12]-of-*.safetensors; do
+            for m in 4over6 rtn; do
+                for d in cpu cuda; do
+                    ./build-dev/nvfp4tool quantize "$f" "$tmp/$d.safetensors" --method $m \
+                        --device $d --quiet || { echo "cmp: quantize $f --device $d failed"; rc=1; }
+                done
+                if cmp "$tmp/cpu.safetensors" "$tmp/cuda.safetensors"; then
+                    echo "cmp: $f $m: cpu and cuda identical"
+                else
+                    echo "cmp: $f $m: cpu and cuda DIFFER"; rc=1
+                fi
+            done
+        done
+        rm -rf "$tmp"
+        ;;
     bench)
+        ./build-dev/nvfp4tool bench quant --device cuda --json \
+            >"$OUT/bench-quant-cuda.json" 2>"$OUT/bench-quant-cuda.log" || rc=1
+        ./build-dev/nvfp4tool bench quant --device cuda --size-mb 1024 --runs 25 || rc=1
         if ./build-dev/nvfp4tool bench quant --help >/dev/null 2>&1; then
             ./build-dev/nvfp4tool bench quant --device cpu --threads 16 --json \
                 >"$OUT/bench-quant-cpu.json" 2>"$OUT/bench-quant-cpu.log" || rc=1

@@ -3,6 +3,10 @@
 # against schemas/inspect.schema.json, and its numbers match what a Python reader of the
 # safetensors headers and config.json computes on its own (default scope and --include '*').
 set -euo pipefail
+if ! "$NVFP4_PYTHON" -c 'import jsonschema' 2>/dev/null; then
+    echo "python3 jsonschema missing (scripts/deps.sh installs python3-jsonschema)" >&2
+    exit 77
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 n=0

@@ -3,6 +3,10 @@
 # validates and matches an independent reading of the files and config.json
 # (check_inspect.py), and the MoE summary matches the preset's config values.
 set -euo pipefail
+if ! "$NVFP4_PYTHON" -c 'import jsonschema' 2>/dev/null; then
+    echo "python3 jsonschema missing (scripts/deps.sh installs python3-jsonschema)" >&2
+    exit 77
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 if ! "$NVFP4TOOL" synth "$tmp/probe" --preset qwen3-moe --dtype bf16 --quiet 2>"$tmp/err"; then

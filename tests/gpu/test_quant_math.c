@@ -1,0 +1,170 @@
+/*
+ * The CUDA quantizer's block arithmetic (kernels/quant_math.h, fast path with its magic-number
+ * rounding and the exact path) compiled for the host and compared byte for byte with the CPU
+ * reference nvf_quant_block_ref on hard cases and random blocks, for every recipe variant.
+ * Runs without a GPU; tests/gpu/test_quant_cuda.c checks the device build of the same code.
+ */
+#include "check.h"
+
+#include "../../kernels/quant_math.h"
+#include "nvfp4/quant.h"
+
+#include <stdlib.h>
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+
+static uint32_t rnd32(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (uint32_t)(g_rng >> 16);
+}
+
+/* A value from a mix of hard cases: E2M1 grid points and ties scaled by powers of two,
+ * subnormals, zeros of both signs, huge and tiny values, infinities and NaN. */
+static float hard_value(int nonfinite) {
+    static const float grid[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f,
+                                 2.0f, 2.5f,  3.0f, 3.5f,  4.0f, 5.0f,  6.0f, 7.0f};
+    float v;
+    switch (rnd32() % (nonfinite ? 9 : 7)) {
+    case 0:
+        v = grid[rnd32() % 16] * ldexpf(1.0f, (int)(rnd32() % 20) - 10);
+        break;
+    case 1:
+        v = nvf_f32_from_bits(rnd32() % 0x00800000u); /* subnormal */
+        break;
+    case 2:
+        v = (rnd32() & 1) ? 1e30f : 1e-30f;
+        break;
+    case 3:
+        v = 0.0f;
+        break;
+    case 4:
+        v = nvf_bf16_to_f32((uint16_t)(rnd32() & 0x7F7F)); /* any finite BF16 magnitude */
+        break;
+    case 5:
+        v = (float)((int)(rnd32() % 2001) - 1000) / 100.0f;
+        break;
+    case 6:
+        v = nvf_f32_from_bits(rnd32() & 0x7F7FFFFFu);
+        break;
+    case 7:
+        v = INFINITY;
+        break;
+    default:
+        v = NAN;
+        break;
+    }
+    return (rnd32() & 1) ? -v : v;
+}
+
+static float pick_gs(const float *x) {
+    switch (rnd32() % 6) {
+    case 0:
+        return 1.0f;
+    case 1:
+        return FLT_MAX;
+    case 2:
+        return 1e-30f;
+    case 3:
+        return ldexpf(1.0f, (int)(rnd32() % 60) - 30);
+    default: {
+        uint32_t m = 0;
+        for (int i = 0; i < NVF_BLOCK; i++) {
+            uint32_t b = nvf_f32_bits(x[i]) & 0x7FFFFFFFu;
+            m = b <= 0x7F800000u && b > m ? b : m;
+        }
+        return nvf_quant_global_scale(nvf_f32_from_bits(m), (rnd32() & 1) ? 448 : 256);
+    }
+    }
+}
+
+static int g_shown, g_fast, g_total;
+
+/* Whether the fast path took the block (the rest goes through the exact path). */
+static int took_fast(const float *x, const nvf_qm_consts *k, const nvf_quant_params *p) {
+    uint32_t ab[NVF_BLOCK], m = 0, w0, w1;
+    uint8_t sf;
+    for (int i = 0; i < NVF_BLOCK; i++) {
+        ab[i] = nvf_f32_bits(x[i]) & 0x7FFFFFFFu;
+        m = ab[i] > m ? ab[i] : m;
+    }
+    return nvf_qm_block_fast(&w0, &w1, &sf, ab, m, 0, 0, k, p->method, p->error, p->domain);
+}
+
+static void compare(const float *x, float gs, const nvf_quant_params *p, float min_abs) {
+    uint8_t want[NVF_BLOCK_BYTES], want_sf;
+    nvf_quant_block_ref(want, &want_sf, x, gs, p);
+    nvf_qm_consts k = nvf_qm_consts_make(gs, p->method, p->error, p->domain, min_abs);
+    uint32_t w0, w1;
+    uint8_t sf;
+    nvf_qm_block(&w0, &w1, &sf, x, &k, p->method, p->error, p->domain);
+    uint8_t got[NVF_BLOCK_BYTES];
+    for (int j = 0; j < 4; j++) {
+        got[j] = (uint8_t)(w0 >> (8 * j));
+        got[4 + j] = (uint8_t)(w1 >> (8 * j));
+    }
+    g_fast += took_fast(x, &k, p);
+    g_total++;
+    int ok = sf == want_sf && memcmp(got, want, sizeof got) == 0;
+    CHECK(ok);
+    if (!ok && g_shown++ < 10) {
+        fprintf(stderr, "mismatch: method %d error %d domain %d gs %a (0x%08x)\n", p->method,
+                p->error, p->domain, (double)gs, nvf_f32_bits(gs));
+        for (int i = 0; i < NVF_BLOCK; i++)
+            fprintf(stderr, "  x[%2d] = %-14g 0x%08x\n", i, (double)x[i], nvf_f32_bits(x[i]));
+        fprintf(stderr, "  want sf %02x codes", want_sf);
+        for (int j = 0; j < NVF_BLOCK_BYTES; j++)
+            fprintf(stderr, " %02x", want[j]);
+        fprintf(stderr, "\n  got  sf %02x codes", sf);
+        for (int j = 0; j < NVF_BLOCK_BYTES; j++)
+            fprintf(stderr, " %02x", got[j]);
+        fprintf(stderr, "\n");
+    }
+}
+
+int main(void) {
+    printf("test_quant_math: seed 0x%016llx\n", (unsigned long long)g_rng);
+    const nvf_quant_params variants[] = {
+        {NVF_QUANT_METHOD_RTN, NVF_QUANT_ERROR_MSE, NVF_QUANT_DOMAIN_SCALED, 448},
+        {NVF_QUANT_METHOD_4OVER6, NVF_QUANT_ERROR_MSE, NVF_QUANT_DOMAIN_SCALED, 256},
+        {NVF_QUANT_METHOD_4OVER6, NVF_QUANT_ERROR_MSE, NVF_QUANT_DOMAIN_ORIGINAL, 256},
+        {NVF_QUANT_METHOD_4OVER6, NVF_QUANT_ERROR_MAE, NVF_QUANT_DOMAIN_SCALED, 256},
+        {NVF_QUANT_METHOD_4OVER6, NVF_QUANT_ERROR_MAE, NVF_QUANT_DOMAIN_ORIGINAL, 256},
+    };
+    const float min_abs_f32 = 1.40129846e-45f; /* 2^-149: any binary32 source */
+    float x[NVF_BLOCK];
+    /* Every E2M1 tie and grid point against a power-of-two scale (max 6 maps to sf 1 or 2). */
+    for (int v = 0; v < 5; v++) {
+        for (int sh = -3; sh <= 3; sh++) {
+            for (int i = 0; i < NVF_BLOCK; i++)
+                x[i] = ldexpf((float)(i % 16) * 0.25f * ((i & 1) ? -1.0f : 1.0f), sh);
+            x[15] = ldexpf(6.0f, sh);
+            compare(x, 1.0f, &variants[v], min_abs_f32);
+            compare(x, ldexpf(1.0f, -sh), &variants[v], min_abs_f32);
+        }
+    }
+    /* Random hard blocks, finite and with NaN/Inf; random BF16 blocks. */
+    for (int n = 0; n < 200000; n++) {
+        int nonfinite = n % 4 == 0;
+        int bf16 = n % 3 == 0;
+        for (int i = 0; i < NVF_BLOCK; i++) {
+            x[i] = hard_value(nonfinite);
+            if (bf16)
+                x[i] = nvf_bf16_to_f32(nvf_f32_to_bf16_rn(x[i]));
+        }
+        /* Blocks of similar magnitudes as well, where 4over6's choice is close. */
+        if (n % 5 == 1) {
+            float base = ldexpf(1.0f, (int)(rnd32() % 40) - 20);
+            for (int i = 0; i < NVF_BLOCK; i++)
+                x[i] = base * (float)((int)(rnd32() % 4097) - 2048) / 256.0f;
+        }
+        float gs = pick_gs(x);
+        compare(x, gs, &variants[n % 5], min_abs_f32);
+        if (bf16)
+            compare(x, gs, &variants[(n + 1) % 5], 9.18354962e-41f /* 2^-133 */);
+    }
+    printf("fast path: %d of %d blocks\n", g_fast, g_total);
+    CHECK(g_fast > g_total / 4);
+    return check_summary("test_quant_math");
+}
