@@ -145,13 +145,14 @@ static void print_summary(const nvf_convert_options *o, const nvf_convert_summar
     double gbs = secs > 0 ? (double)s->bytes_in / secs / 1e9 : 0.0;
     if (!g_common.json) {
         printf("%s -> %s: %llu tensors quantized (%llu linears), %llu kept, %llu dequantized to "
-               "BF16, %llu dropped; %llu shards (%llu reused), %.3f GB in, %.3f GB out in %.2f s "
+               "BF16, %llu dropped; %llu shard%s (%llu reused), %.3f GB in, %.3f GB out in %.2f s "
                "(%.3f GB/s), peak RSS %.0f MB\n",
                o->src, o->dst, (unsigned long long)s->tensors_quantized,
                (unsigned long long)s->linears_quantized, (unsigned long long)s->tensors_kept,
                (unsigned long long)s->tensors_dequantized, (unsigned long long)s->tensors_dropped,
-               (unsigned long long)s->shards, (unsigned long long)s->shards_reused,
-               (double)s->bytes_in / 1e9, (double)s->bytes_out / 1e9, secs, gbs, rss / 1e6);
+               (unsigned long long)s->shards, s->shards == 1 ? "" : "s",
+               (unsigned long long)s->shards_reused, (double)s->bytes_in / 1e9,
+               (double)s->bytes_out / 1e9, secs, gbs, rss / 1e6);
         return;
     }
     cJSON *j = cJSON_CreateObject();

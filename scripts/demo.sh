@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the built-in default: synthesize a small DeepSeek-V3-like FP8 checkpoint,
-# inspect it, convert it to ModelOpt NVFP4, check the output against its manifest, and print
-# the conversion summary. Later stages (verify, validate) join as they land.
+# inspect it, convert it to ModelOpt NVFP4 (printing the conversion summary), check the output
+# against its manifest and inspect it. Later stages (verify, validate) join as they land.
 #   scripts/demo.sh [WORKDIR]      (default: out/demo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,8 +20,9 @@ echo "== synth: DeepSeek-V3-like FP8-block checkpoint -> $work/src" >&2
 echo "== inspect $work/src" >&2
 "$tool" inspect "$work/src" --summary
 echo "== convert $work/src -> $work/nvfp4" >&2
-"$tool" convert "$work/src" "$work/nvfp4" --json >"$work/convert.json"
-echo "== hash --check $work/nvfp4" >&2
+"$tool" convert "$work/src" "$work/nvfp4"
+echo "== hash --check $work/nvfp4 (every byte against nvfp4-manifest.json)" >&2
 "$tool" hash --check "$work/nvfp4"
-echo "== summary" >&2
-cat "$work/convert.json"
+echo "== inspect $work/nvfp4" >&2
+"$tool" inspect "$work/nvfp4" --summary | sed -n '1,2p;/^MoE/,/^$/p'
+echo "demo: $work/nvfp4 is a ModelOpt NVFP4 checkpoint; see $work/nvfp4/nvfp4-manifest.json" >&2
