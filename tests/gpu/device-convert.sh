@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Runs on the device machine after `tests/gpu/device-run.sh build`: end-to-end conversion on the
+# GPU against the CPU, and the conversion rate of a large synthetic FP8 checkpoint against the
+# storage floor measured in the same run.
+#   tests/gpu/device-convert.sh [SIZE]   SIZE: small (default) or large (~20 GB)
+# Writes $OUT/convert-e2e.json.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/out/device}
+mkdir -p "$OUT"
+tool=$PWD/build-dev/nvfp4tool
+work=${NVFP4_WORK:-/tmp/nvfp4-e2e}
+rm -rf "$work"
+mkdir -p "$work"
+mode=${1:-small}
+calc() { python3 -c "print($1)"; }
+dev=${NVFP4_E2E_DEVICE:-cuda}
+rc=0
+res="$OUT/convert-e2e.json"
+echo "{" >"$res"
+echo " \"commit\": \"${NVFP4_COMMIT:-unknown}\"," >>"$res"
+
+# 1. CPU and GPU conversions write identical checkpoints (same manifest bytes).
+i=0
+for spec in "qwen3-moe bf16" "deepseek-v3 fp8-block" "qwen3-moe fp8-block --fused-experts"; do
+    set -- $spec
+    src="$work/src$i"
+    "$tool" synth "$src" --preset "$1" --dtype "$2" "${@:3}" --hidden 1024 --experts 16 \
+        --moe-intermediate 512 --quiet >/dev/null || rc=1
+    "$tool" convert "$src" "$work/ref$i" --device cpu --quiet --json >"$OUT/conv-cpu-$i.json" || rc=1
+    "$tool" convert "$src" "$work/dev$i" --device $dev --quiet --json >"$OUT/conv-$dev-$i.json" || rc=1
+    if cmp -s "$work/ref$i/nvfp4-manifest.json" "$work/dev$i/nvfp4-manifest.json"; then
+        echo "e2e $spec: cpu and $dev manifests identical"
+        same=true
+    else
+        echo "e2e $spec: MANIFESTS DIFFER"
+        same=false
+        rc=1
+    fi
+    echo " \"e2e_$i\": {\"source\": \"$spec\", \"identical\": $same}," >>"$res"
+    rm -rf "$src" "$work/ref$i" "$work/dev$i"
+    i=$((i + 1))
+done
+
+# 2. A large FP8 checkpoint: storage floor (read + write rates of this disk) vs convert time.
+if [ "$mode" = large ]; then
+    big="$work/big"
+    "$tool" synth "$big" --preset deepseek-v3 --dtype fp8-block ${NVFP4_BIG_DIMS:---hidden 7168 --moe-intermediate 2048 --experts 256 --layers 3} --max-shard-size 5GB --quiet --json \
+        >"$OUT/synth-big.json" || rc=1
+    src_bytes=$(du -sb "$big" | cut -f1)
+    sync
+    echo 3 >/proc/sys/vm/drop_caches 2>/dev/null && cold=true || cold=false
+    t0=$(date +%s.%N)
+    cat "$big"/*.safetensors >/dev/null
+    t1=$(date +%s.%N)
+    read_gbs=$(calc "$src_bytes / ($t1 - $t0) / 1e9")
+    # Write rate: as many bytes as the NVFP4 output will have (~0.6 of the FP8 input), fsynced.
+    wbytes=$((src_bytes * 6 / 10 / 16777216))
+    t0=$(date +%s.%N)
+    dd if=/dev/zero of="$work/wtest" bs=16M count=$wbytes conv=fsync status=none
+    t1=$(date +%s.%N)
+    write_gbs=$(calc "$wbytes * 16777216 / ($t1 - $t0) / 1e9")
+    rm -f "$work/wtest"
+    sync
+    echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+    t0=$(date +%s.%N)
+    "$tool" convert "$big" "$work/bigout" --device $dev --json --quiet >"$OUT/convert-big.json" || rc=1
+    t1=$(date +%s.%N)
+    out_bytes=$(du -sb "$work/bigout" | cut -f1)
+    secs=$(calc "$t1 - $t0")
+    floor=$(calc "$src_bytes / ($read_gbs * 1e9) + $out_bytes / ($write_gbs * 1e9)")
+    ratio=$(calc "$secs / $floor")
+    printf ' "large": {"source_bytes": %s, "output_bytes": %s, "page_cache_dropped": %s, "read_gbs": %.3f, "write_gbs": %.3f, "floor_s": %.2f, "convert_s": %.2f, "ratio": %.3f},\n' \
+        "$src_bytes" "$out_bytes" "$cold" "$read_gbs" "$write_gbs" "$floor" "$secs" "$ratio" >>"$res"
+    printf 'large: %.1f GB in, %.1f GB out; read %.2f GB/s, write %.2f GB/s; floor %.1f s; convert %.1f s (%.2fx floor)\n' \
+        "$(calc "$src_bytes/1e9")" "$(calc "$out_bytes/1e9")" "$read_gbs" "$write_gbs" "$floor" "$secs" "$ratio"
+    rm -rf "$big" "$work/bigout"
+fi
+echo " \"rc\": $rc" >>"$res"
+echo "}" >>"$res"
+exit $rc
