@@ -524,6 +524,8 @@ struct nvf_st_writer {
     uint64_t written;   /* data bytes accepted so far */
     uint8_t *buf;       /* pending bytes, header included */
     size_t buf_len;
+    uint8_t *header; /* the 8-byte length, JSON and padding, for callers that hash the file */
+    size_t header_len;
 };
 
 /* On the first failure the file is closed and removed: the destination is never touched. */
@@ -641,6 +643,8 @@ static int build_header(nvf_st_buf *hb, const nvf_st_entry *entries, const uint6
     return NVF_OK;
 }
 
+static void writer_free(nvf_st_writer *w);
+
 int nvf_st_writer_open(nvf_st_writer **out, const char *path, const nvf_st_entry *entries, size_t n,
                        const char *const *meta_keys, const char *const *meta_values,
                        size_t n_meta) {
@@ -703,6 +707,9 @@ int nvf_st_writer_open(nvf_st_writer **out, const char *path, const nvf_st_entry
     if (rc != NVF_OK)
         goto done;
     w->file_size = hb.len + w->data_size;
+    w->header = (uint8_t *)hb.p;
+    w->header_len = hb.len;
+    hb.p = NULL;
 
     w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) {
@@ -713,7 +720,7 @@ int nvf_st_writer_open(nvf_st_writer **out, const char *path, const nvf_st_entry
     for (size_t off = 0; off < hb.len;) {
         size_t k =
             hb.len - off < WRITER_BUFFER - w->buf_len ? hb.len - off : WRITER_BUFFER - w->buf_len;
-        memcpy(w->buf + w->buf_len, hb.p + off, k);
+        memcpy(w->buf + w->buf_len, w->header + off, k);
         w->buf_len += k;
         off += k;
         if (w->buf_len == WRITER_BUFFER && (rc = writer_flush(w)) != NVF_OK)
@@ -726,11 +733,7 @@ done:
     free(names);
     if (w) {
         writer_fail(w, rc);
-        free(w->path);
-        free(w->tmp);
-        free(w->sizes);
-        free(w->buf);
-        free(w);
+        writer_free(w);
     }
     return rc;
 }
@@ -783,6 +786,7 @@ uint64_t nvf_st_writer_file_size(const nvf_st_writer *w) {
 }
 
 static void writer_free(nvf_st_writer *w) {
+    free(w->header);
     free(w->path);
     free(w->tmp);
     free(w->sizes);
@@ -827,6 +831,11 @@ int nvf_st_writer_finish(nvf_st_writer *w) {
 done:
     writer_free(w);
     return rc;
+}
+
+const uint8_t *nvf_st_writer_header(const nvf_st_writer *w, size_t *len) {
+    *len = w->header_len;
+    return w->header;
 }
 
 void nvf_st_writer_abort(nvf_st_writer *w) {

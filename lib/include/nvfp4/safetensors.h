@@ -98,6 +98,13 @@ int nvf_st_writer_open(nvf_st_writer **out, const char *path, const nvf_st_entry
 /** Append `len` bytes of tensor data. Writing past the declared total is NVF_E_INVALID. */
 int nvf_st_writer_write(nvf_st_writer *w, const void *data, size_t len);
 
+/**
+ * The header bytes written at open (8-byte length, JSON, padding), so that a caller can hash
+ * the file as it is written without reading it back: header, then every chunk it passes to
+ * nvf_st_writer_write(), is the file. Owned by the writer; valid until finish/abort.
+ */
+const uint8_t *nvf_st_writer_header(const nvf_st_writer *w, size_t *len);
+
 /** Bytes the data area will hold in all (the sum of every tensor's size). */
 uint64_t nvf_st_writer_data_size(const nvf_st_writer *w);
 
