@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 static cli_common g_common;
-static long g_size_mb = 0, g_runs = 0, g_cols = 7168;
+static long g_size_mb = 0, g_runs = 0, g_cols = 7168, g_config = -1;
 
 static const cli_opt k_opts[] = {
     {"size-mb", "N", CLI_INT, &g_size_mb,
@@ -29,6 +29,8 @@ static const cli_opt k_opts[] = {
     {"cols", "N", CLI_INT, &g_cols, "quant: columns of the tensor (default 7168)"},
     {"runs", "N", CLI_INT, &g_runs,
      "timed runs per case; the median is reported (default 5; 25 with --device cuda)"},
+    {"config", "N", CLI_INT, &g_config,
+     "quant --device cuda: launch configuration 0.. (default: the launcher's own)"},
 };
 
 static const cli_spec k_spec = {
@@ -188,6 +190,11 @@ static int bench_quant_cuda(int device, const char *devname) {
         rows = 1;
     double n = (double)rows * (double)cols;
     const nvf_quant_params def = nvf_quant_params_default();
+    if (g_config >= 0) {
+        int cs = nvf_quant_cuda_set_config((int)g_config, 0);
+        if (cs < 0)
+            return cli_fail(k_spec.name, cs);
+    }
     const bench_case cases[] = {
         {"rtn", {NVF_QUANT_METHOD_RTN, NVF_QUANT_ERROR_MSE, NVF_QUANT_DOMAIN_SCALED, 448}},
         {"4over6 mse scaled", def},
@@ -214,6 +221,7 @@ static int bench_quant_cuda(int device, const char *devname) {
     cJSON_AddNumberToObject(js, "rows", (double)rows);
     cJSON_AddNumberToObject(js, "cols", (double)cols);
     cJSON_AddNumberToObject(js, "runs", (double)g_runs);
+    cJSON_AddNumberToObject(js, "config", (double)g_config);
     cJSON_AddNumberToObject(js, "copy_gb_per_s", copy_bw / 1e9);
     if (!g_common.json) {
         printf("bench quant: [%lld, %lld], device %s, median of %ld runs (CUDA events)\n",

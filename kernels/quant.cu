@@ -47,6 +47,12 @@ struct qargs {
     /* FP8-block scales as f32, rows srow0.. of ncb columns */
     const float *scale;
     int64_t srow0, ncb, br, bc;
+    /* the fast FP8-block loader's 32-bit index math (fp8_index_setup): 16-value blocks per
+     * chunk row (bpr; 2^31 - 1 for a piece of one row), first block column cb0, row0, and the
+     * dividers by bpr, br and bc / 16; fp8_fast = 0 where the indices could exceed 31 bits */
+    uint32_t bpr, cb0, row0_32, srow0_32, ncb_32;
+    nvf_qm_div div_bpr, div_br, div_bc16;
+    int32_t fp8_fast;
     /* quantize */
     uint8_t *packed, *scales;
     nvf_qm_consts k;
@@ -81,6 +87,15 @@ __device__ static inline float fp8b_value(float v, float m) {
 
 __device__ static float scale_at(const qargs &a, int64_t row, int64_t col) {
     return a.scale[(row / a.br - a.srow0) * a.ncb + col / a.bc];
+}
+
+/* Scale of FP8-block block b (fast loader): 32-bit indices, no divide instruction. */
+__device__ static inline float fp8_block_scale(const qargs &a, int64_t b) {
+    uint32_t b32 = (uint32_t)b;
+    uint32_t r = nvf_qm_div_do(b32, a.div_bpr);
+    uint32_t cb = b32 - r * a.bpr + a.cb0;
+    uint32_t srow = nvf_qm_div_do(a.row0_32 + r, a.div_br) - a.srow0_32;
+    return __ldg(a.scale + srow * a.ncb_32 + nvf_qm_div_do(cb, a.div_bc16));
 }
 
 /* Row and column of the chunk's value l: a chunk is whole rows (w == cols) or a piece of one
@@ -126,15 +141,17 @@ __device__ static inline void block_bits(uint32_t *xb, const uint4 *raw, const q
             xb[2 * j + 1] = w[j] & 0xFFFF0000u;
         }
     } else if (SRC == SRC_FP8B) {
-        int64_t l = b * NVF_BLOCK;
-        float m = scale_at(a, value_row(a, l), value_col(a, l));
+        float m = fp8_block_scale(a, b);
         const uint16_t *h = (const uint16_t *)raw;
         NVF_QM_UNROLL
         for (int j = 0; j < 8; j++) {
+            /* exact E4M3 -> f16 -> f32, then both products rounded to BF16 by one cvt */
             __half2_raw p = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)h[j], __NV_E4M3);
             float2 f = __half22float2(__half2(p));
-            xb[2 * j] = nvf_f32_bits(fp8b_value(f.x, m));
-            xb[2 * j + 1] = nvf_f32_bits(fp8b_value(f.y, m));
+            __nv_bfloat162 v = __floats2bfloat162_rn(__fmul_rn(f.x, m), __fmul_rn(f.y, m));
+            uint32_t u = *(const uint32_t *)&v;
+            xb[2 * j] = u << 16;
+            xb[2 * j + 1] = u & 0xFFFF0000u;
         }
     } else {
         NVF_QM_UNROLL
@@ -154,23 +171,32 @@ template <int SRC> __device__ static inline void block_load(uint4 *raw, const qa
     }
 }
 
-/* Quantize block b whose values are in xb. */
-template <int METHOD, int ERR, int DOM>
+/* Quantize block b whose raw loads are `raw`. Only the magnitudes and the sign words stay live
+ * through the fast path; a block that needs the exact path loads its values again. */
+template <int SRC, int METHOD, int ERR, int DOM>
 __device__ static inline void block_store(const qargs &a, const nvf_qm_consts &k, int64_t b,
-                                          const uint32_t *xb) {
+                                          const uint4 *raw) {
     uint32_t ab[NVF_BLOCK], m = 0, s0 = 0, s1 = 0;
-    NVF_QM_UNROLL
-    for (int i = 0; i < NVF_BLOCK; i++) {
-        ab[i] = xb[i] & 0x7FFFFFFFu;
-        m = max(m, ab[i]);
-        if (i < 8)
-            s0 |= nvf_qm_sign_bit(xb[i], i);
-        else
-            s1 |= nvf_qm_sign_bit(xb[i], i);
+    {
+        uint32_t xb[NVF_BLOCK];
+        block_bits<SRC>(xb, raw, a, b);
+        NVF_QM_UNROLL
+        for (int i = 0; i < NVF_BLOCK; i++) {
+            ab[i] = xb[i] & 0x7FFFFFFFu;
+            m = max(m, ab[i]);
+            if (i < 8)
+                s0 |= nvf_qm_sign_bit(xb[i], i);
+            else
+                s1 |= nvf_qm_sign_bit(xb[i], i);
+        }
     }
     uint32_t w0, w1;
     uint8_t sf;
     if (!nvf_qm_block_fast(&w0, &w1, &sf, ab, m, s0, s1, &k, METHOD, ERR, DOM)) {
+        uint4 again[SRC == SRC_BF16 ? 2 : 1];
+        block_load<SRC>(again, a, b);
+        uint32_t xb[NVF_BLOCK];
+        block_bits<SRC>(xb, again, a, b);
         float x[NVF_BLOCK];
         for (int i = 0; i < NVF_BLOCK; i++)
             x[i] = nvf_f32_from_bits(xb[i]);
@@ -180,31 +206,45 @@ __device__ static inline void block_store(const qargs &a, const nvf_qm_consts &k
     a.scales[b] = sf;
 }
 
-template <int SRC, int METHOD, int ERR, int DOM, int U>
+/* U blocks per thread and loop step; PF: the next step's loads are issued before this step's
+ * arithmetic, so that they stay in flight while it runs. */
+template <int SRC, int METHOD, int ERR, int DOM, int U, int PF>
 __global__ void __launch_bounds__(512) quant_kernel(qargs a) {
     nvf_qm_consts k = a.k;
     if (a.amax_in) {
         float gs = dev_global_scale(nvf_f32_from_bits(*a.amax_in), a.e4m3_max);
         k = nvf_qm_consts_make(gs, k.method, k.error, k.domain, a.min_abs);
     }
+    const int R = SRC == SRC_BF16 ? 2 : 1;
     int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    uint4 next[U][R] = {};
+    if (PF) {
+        NVF_QM_UNROLL
+        for (int u = 0; u < U; u++)
+            if (u * stride + t < a.nblocks)
+                block_load<SRC>(next[u], a, u * stride + t);
+    }
     for (int64_t base = 0; base < a.nblocks; base += stride * U) {
-        uint4 raw[U][SRC == SRC_BF16 ? 2 : 1];
+        uint4 raw[U][R];
         NVF_QM_UNROLL
         for (int u = 0; u < U; u++) {
             int64_t b = base + u * stride + t;
-            if (b < a.nblocks)
+            if (PF) {
+                NVF_QM_UNROLL
+                for (int r = 0; r < R; r++)
+                    raw[u][r] = next[u][r];
+                if (b + stride * U < a.nblocks)
+                    block_load<SRC>(next[u], a, b + stride * U);
+            } else if (b < a.nblocks) {
                 block_load<SRC>(raw[u], a, b);
+            }
         }
         NVF_QM_UNROLL
         for (int u = 0; u < U; u++) {
             int64_t b = base + u * stride + t;
-            if (b < a.nblocks) {
-                uint32_t xb[NVF_BLOCK];
-                block_bits<SRC>(xb, raw[u], a, b);
-                block_store<METHOD, ERR, DOM>(a, k, b, xb);
-            }
+            if (b < a.nblocks)
+                block_store<SRC, METHOD, ERR, DOM>(a, k, b, raw[u]);
         }
     }
 }
@@ -278,17 +318,19 @@ template <int SRC, int U> __global__ void __launch_bounds__(512) amax_kernel(qar
 /* ---- launchers --------------------------------------------------------------------------- */
 
 /* Launch configurations: threads per CUDA block, CUDA blocks per SM (0: one thread per
- * 16-value block, no grid-stride loop), 16-value blocks in flight per thread. */
+ * 16-value block, no grid-stride loop; -1: as many as fit at once, by the occupancy API),
+ * 16-value blocks in flight per thread, next step's loads issued early (unroll 1 only). */
 struct launch_cfg {
-    int threads, per_sm, unroll;
+    int threads, per_sm, unroll, prefetch;
 };
 static const launch_cfg k_cfgs[] = {
-    {256, 4, 2},
-    {128, 8, 1},
-    {512, 2, 2},
-    {256, 0, 1},
+    {256, 4, 2, 0}, {128, 8, 1, 0},  {512, 2, 2, 0},
+    {256, 0, 1, 0}, {256, -1, 1, 1}, {256, -1, 2, 0},
 };
 #define N_CFGS ((int)(sizeof k_cfgs / sizeof k_cfgs[0]))
+/* The fastest on the H200 for BF16 sources (bench quant --config, bench/results/
+ * quant-cuda-h200-configs.jsonl); within a few % of the best for FP8-block sources. */
+#define CFG_DEFAULT 4
 
 static int g_cfg_forced = -1;
 static size_t g_chunk_forced;
@@ -302,9 +344,39 @@ static int src_kind(const nvf_quant_source *s) {
     return SRC_GENERIC;
 }
 
-static int grid_for(const launch_cfg &c, int64_t nblocks, int sms) {
+/* The fast FP8-block loader's index fields of `a` (src, nblocks, w, row0, col0, cols, srow0,
+ * ncb, br, bc set): fp8_fast stays 0 (generic loader) where an index could pass 2^31 - 1. */
+static void fp8_index_setup(qargs &a) {
+    const int64_t lim = 0x7FFFFFFF;
+    int whole = a.w == a.cols;
+    int64_t bpr = whole ? a.w / NVF_BLOCK : lim;
+    int64_t rows = whole ? a.nblocks / bpr + 1 : 1;
+    int64_t cb_end = (whole ? 0 : a.col0 / NVF_BLOCK) + (whole ? bpr : a.nblocks);
+    a.fp8_fast = 0;
+    if (a.nblocks >= lim || a.row0 + rows >= lim || cb_end >= lim || a.br < 1 || a.br >= lim ||
+        a.bc < NVF_BLOCK || a.bc / NVF_BLOCK >= lim || a.ncb >= lim ||
+        ((a.row0 + rows) / a.br - a.srow0 + 1) * a.ncb >= lim)
+        return;
+    a.bpr = (uint32_t)bpr;
+    a.cb0 = whole ? 0u : (uint32_t)(a.col0 / NVF_BLOCK);
+    a.row0_32 = (uint32_t)a.row0;
+    a.srow0_32 = (uint32_t)a.srow0;
+    a.ncb_32 = (uint32_t)a.ncb;
+    a.div_bpr = nvf_qm_div_make(a.bpr);
+    a.div_br = nvf_qm_div_make((uint32_t)a.br);
+    a.div_bc16 = nvf_qm_div_make((uint32_t)(a.bc / NVF_BLOCK));
+    a.fp8_fast = 1;
+}
+
+static int grid_for(const launch_cfg &c, int64_t nblocks, int sms, const void *kernel) {
     int64_t need = (nblocks + (int64_t)c.threads * c.unroll - 1) / ((int64_t)c.threads * c.unroll);
-    int64_t g = c.per_sm > 0 ? (int64_t)sms * c.per_sm : need;
+    int per_sm = c.per_sm;
+    if (per_sm < 0 &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, c.threads, 0) != cudaSuccess)
+        per_sm = 1;
+    if (per_sm < 0)
+        per_sm = 1;
+    int64_t g = c.per_sm != 0 ? (int64_t)sms * (per_sm > 0 ? per_sm : 1) : need;
     if (g > need)
         g = need;
     if (g < 1)
@@ -314,33 +386,38 @@ static int grid_for(const launch_cfg &c, int64_t nblocks, int sms) {
     return (int)g;
 }
 
-template <int SRC, int U>
-static void launch_quant_u(const qargs &a, const nvf_quant_params *p, int grid, int threads,
+template <int SRC, int U, int PF>
+static void launch_quant_u(const qargs &a, const nvf_quant_params *p, const launch_cfg &c, int sms,
                            cudaStream_t st) {
+    void (*kern)(qargs);
     if (p->method == NVF_QUANT_METHOD_RTN)
-        quant_kernel<SRC, 0, 0, 0, U><<<grid, threads, 0, st>>>(a);
+        kern = quant_kernel<SRC, 0, 0, 0, U, PF>;
     else if (p->error == NVF_QUANT_ERROR_MSE && p->domain == NVF_QUANT_DOMAIN_SCALED)
-        quant_kernel<SRC, 1, 0, 0, U><<<grid, threads, 0, st>>>(a);
+        kern = quant_kernel<SRC, 1, 0, 0, U, PF>;
     else if (p->error == NVF_QUANT_ERROR_MSE)
-        quant_kernel<SRC, 1, 0, 1, U><<<grid, threads, 0, st>>>(a);
+        kern = quant_kernel<SRC, 1, 0, 1, U, PF>;
     else if (p->domain == NVF_QUANT_DOMAIN_SCALED)
-        quant_kernel<SRC, 1, 1, 0, U><<<grid, threads, 0, st>>>(a);
+        kern = quant_kernel<SRC, 1, 1, 0, U, PF>;
     else
-        quant_kernel<SRC, 1, 1, 1, U><<<grid, threads, 0, st>>>(a);
+        kern = quant_kernel<SRC, 1, 1, 1, U, PF>;
+    kern<<<grid_for(c, a.nblocks, sms, (const void *)kern), c.threads, 0, st>>>(a);
 }
 
 template <int SRC>
 static void launch_quant_src(const qargs &a, const nvf_quant_params *p, const launch_cfg &c,
                              int sms, cudaStream_t st) {
-    int grid = grid_for(c, a.nblocks, sms);
     if (c.unroll == 2)
-        launch_quant_u<SRC, 2>(a, p, grid, c.threads, st);
+        launch_quant_u<SRC, 2, 0>(a, p, c, sms, st);
+    else if (c.prefetch)
+        launch_quant_u<SRC, 1, 1>(a, p, c, sms, st);
     else
-        launch_quant_u<SRC, 1>(a, p, grid, c.threads, st);
+        launch_quant_u<SRC, 1, 0>(a, p, c, sms, st);
 }
 
 static void launch_quant(int kind, const qargs &a, const nvf_quant_params *p, const launch_cfg &c,
                          int sms, cudaStream_t st) {
+    if (kind == SRC_FP8B && !a.fp8_fast)
+        kind = SRC_GENERIC;
     if (kind == SRC_BF16)
         launch_quant_src<SRC_BF16>(a, p, c, sms, st);
     else if (kind == SRC_FP8B)
@@ -351,14 +428,13 @@ static void launch_quant(int kind, const qargs &a, const nvf_quant_params *p, co
 
 template <int SRC>
 static void launch_amax_src(const qargs &a, const launch_cfg &c, int sms, cudaStream_t st) {
-    int grid = grid_for(c, a.nblocks, sms);
-    if (c.unroll == 2)
-        amax_kernel<SRC, 2><<<grid, c.threads, 0, st>>>(a);
-    else
-        amax_kernel<SRC, 1><<<grid, c.threads, 0, st>>>(a);
+    void (*kern)(qargs) = c.unroll == 2 ? amax_kernel<SRC, 2> : amax_kernel<SRC, 1>;
+    kern<<<grid_for(c, a.nblocks, sms, (const void *)kern), c.threads, 0, st>>>(a);
 }
 
 static void launch_amax(int kind, const qargs &a, const launch_cfg &c, int sms, cudaStream_t st) {
+    if (kind == SRC_FP8B && !a.fp8_fast)
+        kind = SRC_GENERIC;
     if (kind == SRC_BF16)
         launch_amax_src<SRC_BF16>(a, c, sms, st);
     else if (kind == SRC_FP8B)
@@ -595,7 +671,9 @@ static int chunk_launch(dev_ctx *ctx, slot *sl, const nvf_quant_source *s, const
     a.amax = ctx->d_amax;
     a.bad = ctx->d_bad;
     a.allow_nonfinite = allow_nonfinite;
-    const launch_cfg &cfg = k_cfgs[g_cfg_forced >= 0 ? g_cfg_forced : 0];
+    if (s->scale)
+        fp8_index_setup(a);
+    const launch_cfg &cfg = k_cfgs[g_cfg_forced >= 0 ? g_cfg_forced : CFG_DEFAULT];
     NVF_CUDA_TRY(cudaMemcpyAsync(sl->d_in, sl->h_in, in_bytes, cudaMemcpyHostToDevice, sl->stream));
     if (scale_n)
         NVF_CUDA_TRY(cudaMemcpyAsync(sl->d_scale, sl->h_scale, scale_n * sizeof(float),
@@ -800,7 +878,7 @@ extern "C" int nvf_quant_cuda_bench(double *out_s, nvf_dtype dtype, int64_t rows
     s.block_rows = s.block_cols = 128;
     qargs a;
     memset(&a, 0, sizeof a);
-    const launch_cfg &cfg = k_cfgs[g_cfg_forced >= 0 ? g_cfg_forced : 0];
+    const launch_cfg &cfg = k_cfgs[g_cfg_forced >= 0 ? g_cfg_forced : CFG_DEFAULT];
     times = (float *)calloc((size_t)runs, sizeof *times);
     if (!times) {
         rc = nvf_error_set(NVF_E_NOMEM, "out of memory");
@@ -824,6 +902,8 @@ extern "C" int nvf_quant_cuda_bench(double *out_s, nvf_dtype dtype, int64_t rows
     a.scale = fp8 ? d_scale : NULL;
     a.ncb = ceil_div64(cols, 128);
     a.br = a.bc = 128;
+    if (fp8)
+        fp8_index_setup(a);
     a.packed = d_out;
     a.scales = d_out + n / 2;
     a.amax = ctx->d_amax;

@@ -17,7 +17,10 @@
  *      - errors use |x|: RN is symmetric, so |q * sff - y| = |mag * sff - |y||, and likewise in
  *        the original domain;
  *      - the code's sign bit is x < 0 whenever no nonzero |x| * enc underflows to zero, which
- *        holds when enc >= 2^-149 / (smallest nonzero |x| of the source dtype) (min_enc).
+ *        holds when enc >= 2^-149 / (smallest nonzero |x| of the source dtype) (min_enc);
+ *      - mag * sff is exact (2 significant bits times 4, between 2^-10 and 2688), so the scaled
+ *        domain's d = RN(RN(mag * sff) - y) is one fused multiply-add, fma(mag, sff, -y);
+ *      - 4over6 keeps both candidates' magnitudes and builds the E2M1 codes of the winner only.
  */
 #ifndef NVFP4_KERNELS_QUANT_MATH_H
 #define NVFP4_KERNELS_QUANT_MATH_H
@@ -30,18 +33,20 @@
 
 #ifdef __CUDA_ARCH__
 #include <cuda_fp8.h>
-#define NVF_QM_MUL(a, b) __fmul_rn((a), (b))
-#define NVF_QM_ADD(a, b) __fadd_rn((a), (b))
-#define NVF_QM_SUB(a, b) __fsub_rn((a), (b))
-#define NVF_QM_DIV(a, b) __fdiv_rn((a), (b))
-#define NVF_QM_RCP(a)    __frcp_rn(a)
-#define NVF_QM_NOINLINE  __noinline__
+#define NVF_QM_MUL(a, b)    __fmul_rn((a), (b))
+#define NVF_QM_ADD(a, b)    __fadd_rn((a), (b))
+#define NVF_QM_SUB(a, b)    __fsub_rn((a), (b))
+#define NVF_QM_DIV(a, b)    __fdiv_rn((a), (b))
+#define NVF_QM_RCP(a)       __frcp_rn(a)
+#define NVF_QM_FMA(a, b, c) __fmaf_rn((a), (b), (c))
+#define NVF_QM_NOINLINE     __noinline__
 #else
-#define NVF_QM_MUL(a, b) ((a) * (b))
-#define NVF_QM_ADD(a, b) ((a) + (b))
-#define NVF_QM_SUB(a, b) ((a) - (b))
-#define NVF_QM_DIV(a, b) ((a) / (b))
-#define NVF_QM_RCP(a)    (1.0f / (a))
+#define NVF_QM_MUL(a, b)    ((a) * (b))
+#define NVF_QM_ADD(a, b)    ((a) + (b))
+#define NVF_QM_SUB(a, b)    ((a) - (b))
+#define NVF_QM_DIV(a, b)    ((a) / (b))
+#define NVF_QM_RCP(a)       (1.0f / (a))
+#define NVF_QM_FMA(a, b, c) fmaf((a), (b), (c))
 #define NVF_QM_NOINLINE
 #endif
 
@@ -176,14 +181,22 @@ NVF_HOST_DEVICE static NVF_QM_NOINLINE void nvf_qm_block_exact(uint32_t *w0, uin
 
 /* Grid magnitude of a = min(t, 6) for t = |x| * enc >= 0, and its E2M1 index placed at nibble
  * `i` of a word (bits 4i..4i+2). */
-#define NVF_QM_ROUND(mag, nib, t, i)                                                               \
+#define NVF_QM_ROUND_MAG(mag, t)                                                                   \
     do {                                                                                           \
         float a_ = fminf((t), NVF_E2M1_MAX);                                                       \
         float e_ = fmaxf(a_, 1.0f);                                                                \
         float c_ = nvf_f32_from_bits((nvf_f32_bits(e_) & NVF_QM_C_KEEP) ^ NVF_QM_C_FLIP);          \
         (mag) = NVF_QM_SUB(NVF_QM_ADD(a_, c_), c_);                                                \
+    } while (0)
+#define NVF_QM_NIBBLE(nib, mag, i)                                                                 \
+    do {                                                                                           \
         uint32_t v_ = nvf_f32_bits(NVF_QM_MUL((mag), 1.17549435e-38f /* 2^-126 */));               \
         (nib) = (4 * ((i)&7) <= 22) ? v_ >> (22 - 4 * ((i)&7)) : v_ << (4 * ((i)&7) - 22);         \
+    } while (0)
+#define NVF_QM_ROUND(mag, nib, t, i)                                                               \
+    do {                                                                                           \
+        NVF_QM_ROUND_MAG(mag, t);                                                                  \
+        NVF_QM_NIBBLE(nib, mag, i);                                                                \
     } while (0)
 
 /*
@@ -231,29 +244,20 @@ NVF_HOST_DEVICE static inline int nvf_qm_block_fast(uint32_t *w0, uint32_t *w1, 
     if (!(enc6 >= k->min_enc && enc4 >= k->min_enc))
         return 0;
     float err6 = 0.0f, err4 = 0.0f;
-    uint32_t a0 = s0, a1 = s1, b0 = s0, b1 = s1; /* codes of the 6 and the 4 candidate */
+    float m6[NVF_BLOCK], m4[NVF_BLOCK]; /* grid magnitudes of the 6 and the 4 candidate */
     NVF_QM_UNROLL
     for (int i = 0; i < NVF_BLOCK; i++) {
         float ax = nvf_f32_from_bits(ab[i]);
-        float m6, m4;
-        uint32_t n6, n4;
-        NVF_QM_ROUND(m6, n6, NVF_QM_MUL(ax, enc6), i);
-        NVF_QM_ROUND(m4, n4, NVF_QM_MUL(ax, enc4), i);
-        if (i < 8) {
-            a0 |= n6;
-            b0 |= n4;
-        } else {
-            a1 |= n6;
-            b1 |= n4;
-        }
+        NVF_QM_ROUND_MAG(m6[i], NVF_QM_MUL(ax, enc6));
+        NVF_QM_ROUND_MAG(m4[i], NVF_QM_MUL(ax, enc4));
         float d6, d4;
         if (DOM == 0) {
             float ay = NVF_QM_MUL(ax, k->gs);
-            d6 = NVF_QM_SUB(NVF_QM_MUL(m6, sff6), ay);
-            d4 = NVF_QM_SUB(NVF_QM_MUL(m4, sff4), ay);
+            d6 = NVF_QM_FMA(m6[i], sff6, -ay);
+            d4 = NVF_QM_FMA(m4[i], sff4, -ay);
         } else {
-            d6 = NVF_QM_SUB(NVF_QM_MUL(NVF_QM_MUL(m6, sff6), k->rcp_gs), ax);
-            d4 = NVF_QM_SUB(NVF_QM_MUL(NVF_QM_MUL(m4, sff4), k->rcp_gs), ax);
+            d6 = NVF_QM_SUB(NVF_QM_MUL(NVF_QM_MUL(m6[i], sff6), k->rcp_gs), ax);
+            d4 = NVF_QM_SUB(NVF_QM_MUL(NVF_QM_MUL(m4[i], sff4), k->rcp_gs), ax);
         }
         if (ERR == 0) {
             err6 = NVF_QM_ADD(err6, NVF_QM_MUL(d6, d6));
@@ -264,8 +268,18 @@ NVF_HOST_DEVICE static inline int nvf_qm_block_fast(uint32_t *w0, uint32_t *w1, 
         }
     }
     int four = err4 < err6; /* strict: ties keep 6 */
-    *w0 = four ? b0 : a0;
-    *w1 = four ? b1 : a1;
+    uint32_t c0 = s0, c1 = s1;
+    NVF_QM_UNROLL
+    for (int i = 0; i < NVF_BLOCK; i++) {
+        uint32_t nib;
+        NVF_QM_NIBBLE(nib, four ? m4[i] : m6[i], i);
+        if (i < 8)
+            c0 |= nib;
+        else
+            c1 |= nib;
+    }
+    *w0 = c0;
+    *w1 = c1;
     *scale = four ? sf4 : sf6;
     return 1;
 }
@@ -295,6 +309,30 @@ NVF_HOST_DEVICE static inline void nvf_qm_block(uint32_t *w0, uint32_t *w1, uint
     }
     if (!nvf_qm_block_fast(w0, w1, scale, ab, m, s0, s1, k, METHOD, ERR, DOM))
         nvf_qm_block_exact(w0, w1, scale, x, k);
+}
+
+/**
+ * Division of n < 2^31 by a constant d in [1, 2^31) without a divide instruction:
+ * q = (n * m) >> p with p = 31 + ceil(log2 d), m = ceil(2^p / d) (< 2^32). Exact: with
+ * e = m * d - 2^p < d <= 2^(p - 31), n * m / 2^p = n / d + n * e / (d * 2^p), and n * e < 2^p
+ * keeps the excess below 1 / d, which never reaches the next integer.
+ */
+typedef struct nvf_qm_div {
+    uint32_t m, p;
+} nvf_qm_div;
+
+NVF_HOST_DEVICE static inline nvf_qm_div nvf_qm_div_make(uint32_t d) {
+    uint32_t l = 0;
+    while (l < 31 && (1u << l) < d)
+        l++;
+    nvf_qm_div r;
+    r.p = 31 + l;
+    r.m = (uint32_t)(((1ull << r.p) + d - 1) / d);
+    return r;
+}
+
+NVF_HOST_DEVICE static inline uint32_t nvf_qm_div_do(uint32_t n, nvf_qm_div d) {
+    return (uint32_t)(((uint64_t)n * d.m) >> d.p);
 }
 
 /** Constants for a call: gs, the parameters, and the smallest nonzero |x| of the source. */

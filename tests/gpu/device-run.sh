@@ -2,7 +2,12 @@
 # Runs on the device machine (the lent H200; see the README's "GPU runs"): unpack the Debian
 # packages the device image lacks (libyaml, cJSON; carried in .debs/), build with CUDA, run the
 # whole ctest suite there (GPU tests included), then the benchmarks. Results go to $OUT.
-#   tests/gpu/device-run.sh [build|test|cmp|bench]...   (default: build test cmp bench)
+#   tests/gpu/device-run.sh [build|test|test-gpu|cmp|bench|bench-configs]...
+#   (default: build test cmp bench)
+# test-gpu: only the GPU tests (ctest -L gpu). NVFP4_COMMIT names the commit measured where the
+# copy has no .git (e.g. NVFP4_COMMIT=<hash>+changes); it goes to commit.txt and the JSON.
+# bench-configs: `bench quant --device cuda` once per launch configuration, one JSON a line.
+# NVFP4_BENCH_CPU=0 leaves the CPU benchmark out of `bench`.
 # cmp: `quantize --device cpu` and `--device cuda` of the test checkpoints' shards must be
 # byte-identical (cmp). bench: `bench quant` on the CPU and on the GPU, JSON under $OUT.
 set -uo pipefail
@@ -18,7 +23,7 @@ for f in .debs/*.deb; do dpkg -x "$f" "$deps"; done
 export PKG_CONFIG_SYSROOT_DIR=$deps
 export PKG_CONFIG_PATH=$deps/usr/lib/x86_64-linux-gnu/pkgconfig
 export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+commit=${NVFP4_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
 echo "commit $commit" | tee "$OUT/commit.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
 
@@ -32,6 +37,20 @@ for step in "${steps[@]}"; do
     test)
         ctest --test-dir build-dev --output-on-failure -j 8 2>&1 | tee "$OUT/ctest.log" | tail -25
         [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+        ;;
+    test-gpu)
+        ctest --test-dir build-dev --output-on-failure -L gpu 2>&1 | tee "$OUT/ctest.log" | tail -25
+        [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+        ;;
+    bench-configs)
+        for c in $(seq 0 9); do
+            ./build-dev/nvfp4tool bench quant --device cuda --config "$c" --json \
+                >"$OUT/cfg.json" 2>/dev/null || break
+            echo "{\"commit\": \"$commit\", \"config_run\": $(cat "$OUT/cfg.json")}" \
+                >>"$OUT/bench-quant-cuda-configs.jsonl"
+            echo "config $c done"
+        done
+        rm -f "$OUT/cfg.json"
         ;;
     cmp)
         tmp=$(mktemp -d)
@@ -54,7 +73,7 @@ for step in "${steps[@]}"; do
         ./build-dev/nvfp4tool bench quant --device cuda --json \
             >"$OUT/bench-quant-cuda.json" 2>"$OUT/bench-quant-cuda.log" || rc=1
         ./build-dev/nvfp4tool bench quant --device cuda --size-mb 1024 --runs 25 || rc=1
-        if ./build-dev/nvfp4tool bench quant --help >/dev/null 2>&1; then
+        if [ "${NVFP4_BENCH_CPU:-1}" != 0 ]; then
             ./build-dev/nvfp4tool bench quant --device cpu --threads 16 --json \
                 >"$OUT/bench-quant-cpu.json" 2>"$OUT/bench-quant-cpu.log" || rc=1
             cat "$OUT/bench-quant-cpu.json"

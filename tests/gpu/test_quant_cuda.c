@@ -261,6 +261,9 @@ int main(void) {
             fp8_case("fp8 128x128 f32 200x336", 200, 336, 128, 128, NVF_DTYPE_F32, 0);
             fp8_case("fp8 128x128 e8m0 130x272", 130, 272, 128, 128, NVF_DTYPE_F8_E8M0, 0);
             fp8_case("fp8 64x48 bf16 100x208", 100, 208, 64, 48, NVF_DTYPE_BF16, 0);
+            /* rows wider than the tiny chunk: pieces of one row (col0 > 0) */
+            fp8_case("fp8 128x128 f32 3x8448", 3, 8448, 128, 128, NVF_DTYPE_F32, 0);
+            fp8_case("fp8 64x48 f32 9x4800", 9, 4800, 64, 48, NVF_DTYPE_F32, 0);
             fp8_case("fp8 7x40 f32 50x160 (generic)", 50, 160, 7, 40, NVF_DTYPE_F32, 0);
             fp8_case("fp8 nonfinite 40x96", 40, 96, 32, 32, NVF_DTYPE_F32, 1);
         }

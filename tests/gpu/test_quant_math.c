@@ -123,7 +123,43 @@ static void compare(const float *x, float gs, const nvf_quant_params *p, float m
     }
 }
 
+/* nvf_qm_div against the division operator: edge numerators around multiples of d and the top
+ * of the range, random ones, for small, power-of-two, typical (448 = 7168 / 16) and huge d. */
+static void check_div(void) {
+    const uint32_t ds[] = {1,   2,    3,         7,          8,          127,        128, 448,
+                           999, 4096, 123456789, 0x40000000, 0x40000001, 0x7FFFFFFF, 0};
+    uint32_t bad = 0;
+    for (int j = 0; j < 64 + (int)(sizeof ds / sizeof ds[0]); j++) {
+        uint32_t d = j < (int)(sizeof ds / sizeof ds[0]) ? ds[j] : 1 + rnd32() % 0x7FFFFFFFu;
+        if (d == 0)
+            d = 1 + (rnd32() >> 12); /* a random small-to-middle d */
+        nvf_qm_div f = nvf_qm_div_make(d);
+        for (int i = 0; i < 20000; i++) {
+            uint32_t n;
+            switch (i % 4) {
+            case 0:
+                n = rnd32() & 0x7FFFFFFFu;
+                break;
+            case 1: /* k * d - 1, k * d, k * d + 1 */
+                n = (uint32_t)((uint64_t)(rnd32() % (0x7FFFFFFFu / d + 1)) * d) + i % 3 - 1;
+                break;
+            case 2:
+                n = 0x7FFFFFFFu - (uint32_t)(i % 1000);
+                break;
+            default:
+                n = (uint32_t)i;
+                break;
+            }
+            n &= 0x7FFFFFFFu;
+            if (nvf_qm_div_do(n, f) != n / d && bad++ < 5)
+                fprintf(stderr, "div: %u / %u gave %u\n", n, d, nvf_qm_div_do(n, f));
+        }
+    }
+    CHECK(bad == 0);
+}
+
 int main(void) {
+    check_div();
     printf("test_quant_math: seed 0x%016llx\n", (unsigned long long)g_rng);
     const nvf_quant_params variants[] = {
         {NVF_QUANT_METHOD_RTN, NVF_QUANT_ERROR_MSE, NVF_QUANT_DOMAIN_SCALED, 448},
