@@ -219,6 +219,17 @@ int cli_fail(const char *cmd, int status) {
     return cli_exit_code(status);
 }
 
+int cli_print_json(const char *cmd, const cJSON *doc) {
+    char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
+    if (!text) {
+        fprintf(stderr, "nvfp4tool %s: error: out of memory writing the JSON output\n", cmd);
+        return EXIT_RUNTIME;
+    }
+    printf("%s\n", text);
+    free(text);
+    return EXIT_OK;
+}
+
 int cli_parse_size(uint64_t *out, const char *s) {
     return nvf_size_parse(out, s, strlen(s));
 }

@@ -6,6 +6,8 @@
 #define NVFP4_CMD_CLI_H
 
 #include <stddef.h>
+
+#include <cjson/cJSON.h>
 #include <stdint.h>
 
 /* Exit codes (SPEC section 2); pinned. */
@@ -81,6 +83,12 @@ int cli_fail(const char *cmd, int status);
 
 /** Free the list arrays cli_parse allocated for the spec's CLI_LIST options. */
 void cli_free_lists(const cli_spec *spec);
+
+/**
+ * Print a JSON document on stdout as one line (the --json output of every command).
+ * @return EXIT_OK, or EXIT_RUNTIME after an out-of-memory message naming the command.
+ */
+int cli_print_json(const char *cmd, const cJSON *doc);
 
 /** Parse a size like "5GB", "8GiB", "512MB", "1000" (bytes). 0 on success. */
 int cli_parse_size(uint64_t *out, const char *s);

@@ -159,15 +159,8 @@ static int bench_quant(int threads) {
             cJSON_AddItemToArray(results, o);
         }
     }
-    if (g_common.json) {
-        char *s = cJSON_PrintUnformatted(js);
-        if (!s) {
-            rc = cli_fail(k_spec.name, nvf_error_set(NVF_E_NOMEM, "out of memory"));
-            goto done;
-        }
-        printf("%s\n", s);
-        free(s);
-    }
+    if (g_common.json)
+        rc = cli_print_json(k_spec.name, js);
 done:
     cJSON_Delete(js);
     free(x);
@@ -262,15 +255,8 @@ static int bench_quant_cuda(int device, const char *devname) {
             }
         }
     }
-    if (g_common.json) {
-        char *s = cJSON_PrintUnformatted(js);
-        if (!s) {
-            rc = cli_fail(k_spec.name, nvf_error_set(NVF_E_NOMEM, "out of memory"));
-            goto done;
-        }
-        printf("%s\n", s);
-        free(s);
-    }
+    if (g_common.json)
+        rc = cli_print_json(k_spec.name, js);
 done:
     cJSON_Delete(js);
     nvf_quant_cuda_shutdown();

@@ -174,10 +174,7 @@ static void print_summary(const nvf_convert_options *o, const nvf_convert_summar
     cJSON_AddNumberToObject(j, "seconds", secs);
     cJSON_AddNumberToObject(j, "gb_per_s", gbs);
     cJSON_AddNumberToObject(j, "peak_rss_bytes", rss);
-    char *text = cJSON_PrintUnformatted(j);
-    if (text)
-        printf("%s\n", text);
-    free(text);
+    cli_print_json(k_spec.name, j);
     cJSON_Delete(j);
 }
 

@@ -95,10 +95,7 @@ static void progress_end(progress *p) {
  */
 
 static void print_json(cJSON *j) {
-    char *text = cJSON_Print(j);
-    if (text)
-        printf("%s\n", text);
-    free(text);
+    cli_print_json(k_spec.name, j);
     cJSON_Delete(j);
 }
 

@@ -418,15 +418,9 @@ static int print_json(const nvf_ckpt *ck, const nvf_plan *p, const char *const *
     cJSON_AddItemToObject(o, "plan", plan_json(ck, p, inc, n_inc, exc, n_exc));
     cJSON_AddItemToObject(o, "warnings",
                           string_array((const char *const *)ck->warnings, ck->n_warnings));
-    char *text = cJSON_Print(o);
+    int rc = cli_print_json("inspect", o);
     cJSON_Delete(o);
-    if (!text) {
-        fprintf(stderr, "nvfp4tool inspect: error: out of memory writing the JSON report\n");
-        return EXIT_RUNTIME;
-    }
-    puts(text);
-    free(text);
-    return EXIT_OK;
+    return rc;
 }
 
 int cmd_inspect(int argc, char **argv) {

@@ -461,14 +461,11 @@ static int run(const char *in, const char *out, const nvf_recipe *r, int64_t br,
     double secs = now_s() - t0;
     cJSON *js = summary_json(in, out, items, n, r, bytes_in, bytes_out, secs, threads);
     if (g_common.json) {
-        char *s = js ? cJSON_PrintUnformatted(js) : NULL;
-        if (!s) {
+        if (cli_print_json(k_spec.name, js) != EXIT_OK) {
             cJSON_Delete(js);
             rc = nvf_error_set(NVF_E_NOMEM, "out of memory writing the summary");
             goto done;
         }
-        printf("%s\n", s);
-        free(s);
     } else {
         cJSON *q = cJSON_GetObjectItem(js, "tensors_quantized");
         cJSON *k = cJSON_GetObjectItem(js, "tensors_kept");

@@ -74,10 +74,7 @@ static void print_json(const char *dst, const nvf_synth_options *o, const nvf_sy
         cJSON_AddNumberToObject(f, "bytes", (double)s->files[i].bytes);
         cJSON_AddItemToArray(files, f);
     }
-    char *text = cJSON_Print(j);
-    if (text)
-        printf("%s\n", text);
-    free(text);
+    cli_print_json(k_spec.name, j);
     cJSON_Delete(j);
 }
 
