@@ -103,12 +103,19 @@ static void prefetch_member(const nvf_ckpt *ck, const cv_member *m) {
 
 /* Compute --------------------------------------------------------------------------------- */
 
+/* Errors from the amax pass (NaN/Inf) name the tensor; say which source file holds it too. */
 static int amax_of(float *out, const run_state *rs, const cv_member *m) {
-    const char *name = rs->ck->tensors[m->tensor].st->name;
+    const nvf_ckpt_tensor *t = &rs->ck->tensors[m->tensor];
+    const char *name = t->st->name;
+    int rc;
     if (rs->opt->device.kind == NVF_DEVICE_CUDA)
-        return nvf_quant_amax_cuda(out, &m->src, rs->opt->allow_nonfinite, rs->opt->device.index,
-                                   name);
-    return nvf_quant_amax_ref(out, &m->src, rs->opt->allow_nonfinite, rs->opt->threads, name);
+        rc = nvf_quant_amax_cuda(out, &m->src, rs->opt->allow_nonfinite, rs->opt->device.index,
+                                 name);
+    else
+        rc = nvf_quant_amax_ref(out, &m->src, rs->opt->allow_nonfinite, rs->opt->threads, name);
+    if (rc != NVF_OK)
+        nvf_error_prefix("'%s'", rs->ck->files[t->file].st->path);
+    return rc;
 }
 
 static int quantize_into(uint8_t *packed, uint8_t *scales, const run_state *rs, const cv_member *m,

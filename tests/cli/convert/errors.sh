@@ -23,4 +23,27 @@ expect 1 "nope" -- "$NVFP4TOOL" convert "$tmp/nope" "$tmp/y"
 expect 2 "max-host-memory" -- "$NVFP4TOOL" convert "$src" "$tmp/m" --max-host-memory lots
 expect 0 "" -- "$NVFP4TOOL" convert "$src" "$tmp/full" --force --quiet
 [ ! -e "$tmp/full/keep.txt" ] || [ -f "$tmp/full/nvfp4-manifest.json" ]
+# A NaN in an expert weight: exit 3 naming the shard, the tensor and the [row, col] (written
+# into a copy at a position computed here from the header), no manifest; --allow-nonfinite
+# passes it through.
+cp -r "$src" "$tmp/nan"
+shard=$("$NVFP4_PYTHON" - "$tmp/nan" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+idx = json.load(open(d + '/model.safetensors.index.json'))['weight_map']
+name = 'model.layers.1.mlp.experts.2.up_proj.weight'
+path = d + '/' + idx[name]
+b = bytearray(open(path, 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+t = json.loads(b[8:8 + n])[name]
+off = 8 + n + t['data_offsets'][0] + 2 * (37 * t['shape'][1] + 101)
+b[off:off + 2] = b'\xc0\x7f'  # BF16 quiet NaN, little-endian
+open(path, 'wb').write(b)
+print(idx[name])
+PY
+)
+expect 3 "'$tmp/nan/$shard': tensor 'model.layers.1.mlp.experts.2.up_proj.weight': non-finite value nan at index \[37, 101\]" \
+    -- "$NVFP4TOOL" convert "$tmp/nan" "$tmp/nanout"
+[ ! -e "$tmp/nanout/nvfp4-manifest.json" ] || { echo "a failed conversion wrote a manifest" >&2; exit 1; }
+expect 0 "" -- "$NVFP4TOOL" convert "$tmp/nan" "$tmp/nanpass" --allow-nonfinite --quiet
 echo ok
