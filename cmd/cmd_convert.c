@@ -155,22 +155,17 @@ static void print_summary(const nvf_convert_options *o, const nvf_convert_summar
                (double)s->bytes_out / 1e9, secs, gbs, rss / 1e6);
         return;
     }
-    cJSON *j = cJSON_CreateObject();
+    cJSON *j = nvf_convert_summary_json(s);
+    if (!j) {
+        fprintf(stderr, "nvfp4tool convert: error: out of memory writing the summary\n");
+        return;
+    }
     cJSON_AddStringToObject(j, "source", o->src);
     cJSON_AddStringToObject(j, "destination", o->dst);
     cJSON_AddStringToObject(j, "device", o->device.kind == NVF_DEVICE_CUDA ? "cuda" : "cpu");
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     cJSON_AddNumberToObject(j, "threads", o->threads > 0 ? o->threads : (cores > 0 ? cores : 1));
-    cJSON_AddNumberToObject(j, "tensors_quantized", (double)s->tensors_quantized);
-    cJSON_AddNumberToObject(j, "linears_quantized", (double)s->linears_quantized);
-    cJSON_AddNumberToObject(j, "tensors_kept", (double)s->tensors_kept);
-    cJSON_AddNumberToObject(j, "tensors_dequantized", (double)s->tensors_dequantized);
-    cJSON_AddNumberToObject(j, "tensors_dropped", (double)s->tensors_dropped);
-    cJSON_AddNumberToObject(j, "tensors_written", (double)s->tensors_written);
-    cJSON_AddNumberToObject(j, "shards", (double)s->shards);
     cJSON_AddNumberToObject(j, "shards_reused", (double)s->shards_reused);
-    cJSON_AddNumberToObject(j, "bytes_in", (double)s->bytes_in);
-    cJSON_AddNumberToObject(j, "bytes_out", (double)s->bytes_out);
     cJSON_AddNumberToObject(j, "seconds", secs);
     cJSON_AddNumberToObject(j, "gb_per_s", gbs);
     cJSON_AddNumberToObject(j, "peak_rss_bytes", rss);

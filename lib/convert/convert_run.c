@@ -676,19 +676,26 @@ static cJSON *index_doc(const cv_plan *p) {
     return doc;
 }
 
-static cJSON *summary_doc(const run_state *rs) {
-    const nvf_convert_summary *c = &rs->p->counts;
+cJSON *nvf_convert_summary_json(const nvf_convert_summary *s) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "source_format", nvf_ckpt_format_name(rs->ck->quant.format));
-    cJSON_AddNumberToObject(o, "tensors_quantized", (double)c->tensors_quantized);
-    cJSON_AddNumberToObject(o, "linears_quantized", (double)c->linears_quantized);
-    cJSON_AddNumberToObject(o, "tensors_kept", (double)c->tensors_kept);
-    cJSON_AddNumberToObject(o, "tensors_dequantized", (double)c->tensors_dequantized);
-    cJSON_AddNumberToObject(o, "tensors_dropped", (double)c->tensors_dropped);
-    cJSON_AddNumberToObject(o, "tensors_written", (double)c->tensors_written);
-    cJSON_AddNumberToObject(o, "shards", (double)rs->p->n_shards);
-    cJSON_AddNumberToObject(o, "bytes_in", (double)c->bytes_in);
-    cJSON_AddNumberToObject(o, "bytes_out", (double)c->bytes_out);
+    cJSON_AddNumberToObject(o, "tensors_quantized", (double)s->tensors_quantized);
+    cJSON_AddNumberToObject(o, "linears_quantized", (double)s->linears_quantized);
+    cJSON_AddNumberToObject(o, "tensors_kept", (double)s->tensors_kept);
+    cJSON_AddNumberToObject(o, "tensors_dequantized", (double)s->tensors_dequantized);
+    cJSON_AddNumberToObject(o, "tensors_dropped", (double)s->tensors_dropped);
+    cJSON_AddNumberToObject(o, "tensors_written", (double)s->tensors_written);
+    cJSON_AddNumberToObject(o, "shards", (double)s->shards);
+    cJSON_AddNumberToObject(o, "bytes_in", (double)s->bytes_in);
+    cJSON_AddNumberToObject(o, "bytes_out", (double)s->bytes_out);
+    return o;
+}
+
+static cJSON *summary_doc(const run_state *rs) {
+    nvf_convert_summary c = rs->p->counts;
+    c.shards = rs->p->n_shards;
+    cJSON *o = nvf_convert_summary_json(&c);
+    if (o)
+        cJSON_AddStringToObject(o, "source_format", nvf_ckpt_format_name(rs->ck->quant.format));
     return o;
 }
 

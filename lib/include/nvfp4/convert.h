@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -71,6 +73,13 @@ typedef struct nvf_convert_summary {
     uint64_t bytes_in;  /* source tensor data bytes */
     uint64_t bytes_out; /* output shard file bytes */
 } nvf_convert_summary;
+
+/**
+ * The summary's counters as a JSON object (tensors_*, linears_quantized, shards, bytes_in,
+ * bytes_out): everything that does not depend on timing or on a resume, so that it can go into
+ * the manifest. @return a new object the caller deletes, or NULL on no memory.
+ */
+cJSON *nvf_convert_summary_json(const nvf_convert_summary *s);
 
 /** Options with defaults: CPU, all cores, 8 GiB, target taken from `recipe`. */
 void nvf_convert_options_init(nvf_convert_options *o, const char *src, const char *dst,
