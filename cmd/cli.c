@@ -219,6 +219,23 @@ int cli_fail(const char *cmd, int status) {
     return cli_exit_code(status);
 }
 
+static volatile sig_atomic_t g_stop_signal;
+
+static void on_stop_signal(int sig) {
+    (void)sig;
+    g_stop_signal = 1;
+}
+
+volatile sig_atomic_t *cli_catch_stop_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    return &g_stop_signal;
+}
+
 int cli_print_json(const char *cmd, const cJSON *doc) {
     char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
     if (!text) {

@@ -5,6 +5,7 @@
 #ifndef NVFP4_CMD_CLI_H
 #define NVFP4_CMD_CLI_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include <cjson/cJSON.h>
@@ -89,6 +90,12 @@ void cli_free_lists(const cli_spec *spec);
  * @return EXIT_OK, or EXIT_RUNTIME after an out-of-memory message naming the command.
  */
 int cli_print_json(const char *cmd, const cJSON *doc);
+
+/**
+ * Catch SIGINT and SIGTERM: the returned flag becomes non-zero when one arrives, for the
+ * library's long-running calls to poll (they stop cleanly, and the command exits 5).
+ */
+volatile sig_atomic_t *cli_catch_stop_signals(void);
 
 /** Parse a size like "5GB", "8GiB", "512MB", "1000" (bytes). 0 on success. */
 int cli_parse_size(uint64_t *out, const char *s);

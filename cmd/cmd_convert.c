@@ -71,13 +71,6 @@ static const cli_spec k_spec = {
     .common = &g_common,
 };
 
-static volatile sig_atomic_t g_stop;
-
-static void on_signal(int sig) {
-    (void)sig;
-    g_stop = 1;
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -202,7 +195,6 @@ int cmd_convert(int argc, char **argv) {
     o.threads = (int)g_common.threads;
     o.max_host_memory = host;
     o.allow_nonfinite = g_allow_nonfinite;
-    o.stop = &g_stop;
     st = nvf_device_select(&o.device, g_common.device);
     if (st < 0) {
         rc = cli_fail(k_spec.name, st);
@@ -211,12 +203,7 @@ int cmd_convert(int argc, char **argv) {
     progress_state ps = {isatty(STDERR_FILENO) && !g_common.quiet, now_s(), now_s()};
     o.progress = on_progress;
     o.progress_user = &ps;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    o.stop = cli_catch_stop_signals();
     double t0 = now_s();
     st = nvf_convert_run(&sum, &o);
     if (st < 0) {

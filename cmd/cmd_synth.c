@@ -139,6 +139,7 @@ int cmd_synth(int argc, char **argv) {
     o.fused_experts = g_fused;
     o.force = g_force;
     o.threads = (int)(g_common.threads > 1024 ? 1024 : g_common.threads);
+    o.stop = cli_catch_stop_signals();
 
     nvf_synth_summary s;
     int st = nvf_synth_write(&s, pos[0], &o);

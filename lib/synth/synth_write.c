@@ -137,6 +137,7 @@ typedef struct stream {
     float *scales; /* the FP8 weight's scale_inv, written as the next tensor */
     size_t n_scales;
     nvf_synth_scale_fmt scale_fmt;
+    volatile sig_atomic_t *stop;
 } stream;
 
 static int grow(void **buf, size_t *cap, size_t n, size_t elem) {
@@ -351,8 +352,12 @@ static int write_shard(nvf_synth_summary *sum, stream *s, const nvf_synth_plan *
     if ((rc = nvf_st_writer_open(&s->w, path, e, n, NULL, NULL, 0)) != NVF_OK)
         goto done;
     uint64_t size = nvf_st_writer_file_size(s->w);
-    for (size_t i = 0; rc == NVF_OK && i < n; i++)
-        rc = write_tensor(s, &p->tensors[first + i]);
+    for (size_t i = 0; rc == NVF_OK && i < n; i++) {
+        if (s->stop && *s->stop)
+            rc = nvf_error_set(NVF_E_INTERRUPTED, "interrupted while writing '%s'", path);
+        else
+            rc = write_tensor(s, &p->tensors[first + i]);
+    }
     if (rc == NVF_OK) {
         rc = nvf_st_writer_finish(s->w);
         s->w = NULL;
@@ -557,6 +562,7 @@ int nvf_synth_write(nvf_synth_summary *out, const char *dst, const nvf_synth_opt
     if ((rc = prepare_dir(dst, opt->force)) != NVF_OK)
         goto done;
     s.scale_fmt = p->opt.scale_fmt;
+    s.stop = opt->stop;
     s.threads = opt->threads > 0 ? opt->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (s.threads < 1)
         s.threads = 1;

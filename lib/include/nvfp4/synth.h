@@ -33,6 +33,7 @@
 
 #include "nvfp4/dtype.h"
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,17 +65,19 @@ typedef struct nvf_synth_options {
     nvf_synth_dtype dtype;
     nvf_synth_scale_fmt scale_fmt;
     uint64_t seed;
-    int64_t layers;           /* num_hidden_layers */
-    int64_t experts;          /* routed experts per MoE layer */
-    int64_t hidden;           /* hidden_size, a multiple of 16 */
-    int64_t intermediate;     /* dense intermediate_size, a multiple of 16 */
-    int64_t moe_intermediate; /* moe_intermediate_size, a multiple of 16 */
-    uint64_t max_shard_size;  /* tensor bytes per shard; 0: ceil(total / 4) rounded up to a
-                                 MB, at most 5 GB */
-    int fused_experts;        /* experts as gate_up_proj [E, 2I, H] and down_proj [E, H, I] */
-    int force;                /* write into a non-empty DST */
-    int threads;              /* generator threads; <= 0: one per online core. The bytes
-                                 written do not depend on it */
+    int64_t layers;              /* num_hidden_layers */
+    int64_t experts;             /* routed experts per MoE layer */
+    int64_t hidden;              /* hidden_size, a multiple of 16 */
+    int64_t intermediate;        /* dense intermediate_size, a multiple of 16 */
+    int64_t moe_intermediate;    /* moe_intermediate_size, a multiple of 16 */
+    uint64_t max_shard_size;     /* tensor bytes per shard; 0: ceil(total / 4) rounded up to a
+                                    MB, at most 5 GB */
+    int fused_experts;           /* experts as gate_up_proj [E, 2I, H] and down_proj [E, H, I] */
+    int force;                   /* write into a non-empty DST */
+    int threads;                 /* generator threads; <= 0: one per online core. The bytes
+                                    written do not depend on it */
+    volatile sig_atomic_t *stop; /* set non-zero (from a signal handler) to stop between
+                                    tensors with NVF_E_INTERRUPTED; or NULL */
 } nvf_synth_options;
 
 /** Fill `o` with the defaults: qwen3-moe, bf16, seed 0, preset dimensions. */
