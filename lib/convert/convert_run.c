@@ -853,7 +853,7 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
     nvf_ckpt *ck = NULL;
     run_state rs;
     char *jpath = NULL;
-    int rc, dst_ready = 0;
+    int rc, dst_ready = 0, dst_existed = 1;
     memset(&rs, 0, sizeof rs);
     memset(out, 0, sizeof *out);
     rs.opt = opt;
@@ -873,6 +873,7 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
         rc = nvf_error_set(NVF_E_INVALID, "DST '%s' is the source directory", opt->dst);
         goto done;
     }
+    dst_existed = nvf_path_is_dir(opt->dst);
     if ((rc = cv_plan_build(&rs.p, ck, opt)) != NVF_OK ||
         (rc = cv_plan_input_scales(rs.p, opt->input_amax_path)) != NVF_OK ||
         (rc = prepare_dst(opt)) != NVF_OK || !(dst_ready = 1) ||
@@ -906,6 +907,8 @@ done:
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", nvf_error_last());
         clear_outputs(opt->dst, 0);
+        if (!dst_existed)
+            rmdir(opt->dst); /* only when nothing is left in it (no finished shard to resume) */
         nvf_error_set(saved, "%s", msg);
     }
     free(jpath);

@@ -20,8 +20,12 @@ for sig in INT TERM; do
     rc=0
     wait $pid || rc=$?
     [ $rc -eq 5 ] || { echo "SIG$sig: exit $rc, expected 5" >&2; cat "$tmp/err" >&2; exit 1; }
-    left=$(find "$tmp/dst" \( -name '*.tmp' -o -name nvfp4-manifest.json -o -name config.json \
-        -o -name model.safetensors.index.json -o -name hf_quant_config.json \) | wc -l)
+    # DST itself is gone when the run stopped before finishing a shard (it created DST).
+    left=0
+    if [ -d "$tmp/dst" ]; then
+        left=$(find "$tmp/dst" \( -name '*.tmp' -o -name nvfp4-manifest.json -o -name config.json \
+            -o -name model.safetensors.index.json -o -name hf_quant_config.json \) | wc -l)
+    fi
     [ "$left" -eq 0 ] || { echo "SIG$sig left files behind" >&2; ls -la "$tmp/dst" >&2; exit 1; }
     grep -q interrupted "$tmp/err" || { echo "no message" >&2; exit 1; }
 done
