@@ -22,7 +22,7 @@
 
 static cli_common g_common;
 static cli_list g_include, g_exclude;
-static const char *g_target, *g_max_shard, *g_input_amax, *g_max_host;
+static const char *g_target, *g_max_shard, *g_input_amax, *g_max_host, *g_devices;
 static const char *g_method, *g_error, *g_domain, *g_e4m3_max;
 static int g_keep_source, g_resume, g_force, g_allow_nonfinite;
 
@@ -49,7 +49,40 @@ static const cli_opt k_opts[] = {
     {"e4m3-max", "256|448", CLI_STRING, &g_e4m3_max, "override quantization.e4m3_max"},
     {"allow-nonfinite", NULL, CLI_FLAG, &g_allow_nonfinite,
      "pass NaN/Inf through instead of failing"},
+    {"devices", "LIST", CLI_STRING, &g_devices,
+     "spread tensors over these devices: GPU ordinals or cpu, e.g. 0,1 (overrides --device)"},
 };
+
+#define MAX_DEVICES 64
+
+/* --devices "0,1" | "cuda:0,cuda:1" | "cpu,cpu": the whole list is checked first, then each
+ * entry resolved like --device (an absent GPU is exit 4). */
+static int parse_devices(nvf_device *out, size_t *n, const char *list) {
+    char spec[MAX_DEVICES][32];
+    size_t k = 0;
+    for (const char *s = list;; k++) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (len == 0 || len >= sizeof spec[0] - 5 || k == MAX_DEVICES)
+            return nvf_error_set(NVF_E_INVALID,
+                                 "--devices: bad list '%s' (expected up to %d entries like 0,1 or "
+                                 "cpu,cpu)",
+                                 list, MAX_DEVICES);
+        snprintf(spec[k], sizeof spec[k], "%s%.*s", s[0] >= '0' && s[0] <= '9' ? "cuda:" : "",
+                 (int)len, s);
+        if (strcmp(spec[k], "auto") == 0)
+            return nvf_error_set(NVF_E_INVALID, "--devices: name each device, not 'auto'");
+        if (!e)
+            break;
+        s = e + 1;
+    }
+    for (*n = 0; *n <= k; (*n)++) {
+        int rc = nvf_device_select(&out[*n], spec[*n]);
+        if (rc != NVF_OK)
+            return rc;
+    }
+    return NVF_OK;
+}
 
 static const cli_spec k_spec = {
     .name = "convert",
@@ -159,6 +192,7 @@ static void print_summary(const nvf_convert_options *o, const nvf_convert_summar
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     cJSON_AddNumberToObject(j, "threads", o->threads > 0 ? o->threads : (cores > 0 ? cores : 1));
     cJSON_AddNumberToObject(j, "shards_reused", (double)s->shards_reused);
+    cJSON_AddNumberToObject(j, "devices", o->n_devices > 1 ? (double)o->n_devices : 1.0);
     cJSON_AddNumberToObject(j, "seconds", secs);
     cJSON_AddNumberToObject(j, "gb_per_s", gbs);
     cJSON_AddNumberToObject(j, "peak_rss_bytes", rss);
@@ -195,10 +229,16 @@ int cmd_convert(int argc, char **argv) {
     o.threads = (int)g_common.threads;
     o.max_host_memory = host;
     o.allow_nonfinite = g_allow_nonfinite;
-    st = nvf_device_select(&o.device, g_common.device);
+    nvf_device devices[MAX_DEVICES];
+    st = g_devices ? parse_devices(devices, &o.n_devices, g_devices)
+                   : nvf_device_select(&o.device, g_common.device);
     if (st < 0) {
         rc = cli_fail(k_spec.name, st);
         goto done;
+    }
+    if (g_devices) {
+        o.devices = devices;
+        o.device = devices[0];
     }
     progress_state ps = {isatty(STDERR_FILENO) && !g_common.quiet, now_s(), now_s()};
     o.progress = on_progress;

@@ -50,8 +50,11 @@ typedef struct run_state {
     pthread_cond_t cv;
     queue_item *items;
     size_t head, tail, cap;
-    uint64_t inflight;
-    int failed; /* status of the writer's failure */
+    uint64_t inflight;  /* bytes of buffers reserved by the compute workers, not yet written */
+    uint64_t queued;    /* the part of them handed to the writer */
+    size_t next_job;    /* the job the writer needs next (jobs are handed over in order) */
+    int compute_failed; /* a compute worker failed: the others stop */
+    int failed;         /* status of the writer's failure */
     char fail_msg[1024];
     int abort;
     nvf_convert_progress prog;
@@ -104,26 +107,31 @@ static void prefetch_member(const nvf_ckpt *ck, const cv_member *m) {
 /* Compute --------------------------------------------------------------------------------- */
 
 /* Errors from the amax pass (NaN/Inf) name the tensor; say which source file holds it too. */
-static int amax_of(float *out, const run_state *rs, const cv_member *m) {
+/* Where one compute worker runs: a device and, on the CPU, its share of the threads. */
+typedef struct worker_place {
+    nvf_device device;
+    int threads;
+} worker_place;
+
+static int amax_of(float *out, const run_state *rs, const worker_place *w, const cv_member *m) {
     const nvf_ckpt_tensor *t = &rs->ck->tensors[m->tensor];
     const char *name = t->st->name;
     int rc;
-    if (rs->opt->device.kind == NVF_DEVICE_CUDA)
-        rc = nvf_quant_amax_cuda(out, &m->src, rs->opt->allow_nonfinite, rs->opt->device.index,
-                                 name);
+    if (w->device.kind == NVF_DEVICE_CUDA)
+        rc = nvf_quant_amax_cuda(out, &m->src, rs->opt->allow_nonfinite, w->device.index, name);
     else
-        rc = nvf_quant_amax_ref(out, &m->src, rs->opt->allow_nonfinite, rs->opt->threads, name);
+        rc = nvf_quant_amax_ref(out, &m->src, rs->opt->allow_nonfinite, w->threads, name);
     if (rc != NVF_OK)
         nvf_error_prefix("'%s'", rs->ck->files[t->file].st->path);
     return rc;
 }
 
-static int quantize_into(uint8_t *packed, uint8_t *scales, const run_state *rs, const cv_member *m,
-                         float gs) {
+static int quantize_into(uint8_t *packed, uint8_t *scales, const run_state *rs,
+                         const worker_place *w, const cv_member *m, float gs) {
     const nvf_quant_params *q = &rs->opt->recipe->quant;
-    if (rs->opt->device.kind == NVF_DEVICE_CUDA)
-        return nvf_quant_source_cuda(packed, scales, &m->src, gs, q, rs->opt->device.index);
-    return nvf_quant_source_ref(packed, scales, &m->src, gs, q, rs->opt->threads);
+    if (w->device.kind == NVF_DEVICE_CUDA)
+        return nvf_quant_source_cuda(packed, scales, &m->src, gs, q, w->device.index);
+    return nvf_quant_source_ref(packed, scales, &m->src, gs, q, w->threads);
 }
 
 static uint8_t *put_f32(uint8_t *p, float v) {
@@ -143,12 +151,13 @@ static uint8_t *put_linear(uint8_t *p, const uint8_t *packed, const uint8_t *sca
     return put_f32(p, input_scale);
 }
 
-static int compute_quant(uint8_t *buf, const run_state *rs, const cv_job *j) {
+static int compute_quant(uint8_t *buf, const run_state *rs, const worker_place *w,
+                         const cv_job *j) {
     float amax = 0.0f;
     int rc = NVF_OK;
     for (size_t k = 0; k < j->n_members; k++) {
         float a;
-        if ((rc = amax_of(&a, rs, &j->members[k])) != NVF_OK)
+        if ((rc = amax_of(&a, rs, w, &j->members[k])) != NVF_OK)
             return rc;
         if (a > amax || a != a)
             amax = a;
@@ -162,7 +171,7 @@ static int compute_quant(uint8_t *buf, const run_state *rs, const cv_job *j) {
         uint8_t *tmp = malloc(pb + sb + 1);
         if (!tmp)
             return nvf_error_set(NVF_E_NOMEM, "no memory to quantize '%s'", m->module[0]);
-        rc = quantize_into(tmp, tmp + pb, rs, m, gs);
+        rc = quantize_into(tmp, tmp + pb, rs, w, m, gs);
         if (rc == NVF_OK && m->split) {
             int64_t half = rows / 2;
             p = put_linear(p, tmp, tmp + pb, half, cols, gs, j->input_scale);
@@ -305,6 +314,7 @@ static void *writer_main(void *arg) {
         pthread_mutex_lock(&rs->mu);
         rs->head++;
         rs->inflight -= it.cost;
+        rs->queued -= it.cost;
         pthread_cond_broadcast(&rs->cv);
         pthread_mutex_unlock(&rs->mu);
         if (rc == NVF_OK && ++jobs_in_shard == p->shards[open_shard].n_jobs) {
@@ -325,60 +335,162 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
-/* Push a job to the writer, waiting while the buffers in flight exceed the budget. */
-static int wait_budget(run_state *rs, uint64_t cost) {
+/*
+ * Reserve `cost` bytes for job `i`, waiting while the buffers in flight would exceed the
+ * budget. A job proceeds anyway when nothing is in flight, or when it is the job the writer
+ * needs next and the writer has nothing queued: other workers' finished buffers wait for their
+ * turn, so without that exception they could hold the budget that job `i` waits for.
+ * @return non-zero when the conversion is failing (the caller stops).
+ */
+static int reserve(run_state *rs, size_t i, uint64_t cost) {
     pthread_mutex_lock(&rs->mu);
-    while (!rs->failed && rs->inflight > 0 && rs->inflight + cost > rs->opt->max_host_memory)
+    while (!rs->failed && !rs->compute_failed && rs->inflight > 0 &&
+           rs->inflight + cost > rs->opt->max_host_memory &&
+           !(i == rs->next_job && rs->queued == 0))
         pthread_cond_wait(&rs->cv, &rs->mu);
-    int failed = rs->failed;
-    if (!failed)
+    int failing = rs->failed || rs->compute_failed;
+    if (!failing)
         rs->inflight += cost;
     pthread_mutex_unlock(&rs->mu);
-    return failed;
+    return failing;
 }
 
-static void push(run_state *rs, queue_item it) {
+/* The first job from `i` on that is computed here (not in a reused shard); n_jobs if none. */
+static size_t next_live_job(const cv_plan *p, size_t i) {
+    while (i < p->n_jobs && p->shards[p->jobs[i].shard].reused)
+        i++;
+    return i;
+}
+
+/* Hand job `it.job` to the writer once every earlier job has been handed over. */
+static int hand_over(run_state *rs, queue_item it) {
     pthread_mutex_lock(&rs->mu);
-    rs->items[rs->tail++ % rs->cap] = it;
+    while (!rs->failed && !rs->compute_failed && rs->next_job != it.job)
+        pthread_cond_wait(&rs->cv, &rs->mu);
+    int failing = rs->failed || rs->compute_failed;
+    if (!failing) {
+        rs->items[rs->tail++ % rs->cap] = it;
+        rs->queued += it.cost;
+        rs->next_job = next_live_job(rs->p, it.job + 1);
+    }
     pthread_cond_broadcast(&rs->cv);
     pthread_mutex_unlock(&rs->mu);
+    return failing;
 }
 
-/* Compute every job not in a reused shard, in order, and hand it to the writer. */
-static int produce(run_state *rs) {
+/*
+ * Compute worker `k` of `n`: the live jobs numbered k, k + n, ... in order (copy jobs need no
+ * computing and are only handed over in their turn).
+ */
+static int produce(run_state *rs, const worker_place *w, size_t k, size_t n) {
     cv_plan *p = rs->p;
-    for (size_t i = 0; i < p->n_jobs; i++) {
-        const cv_job *j = &p->jobs[i];
-        if (p->shards[j->shard].reused)
+    size_t live = 0;
+    for (size_t i = next_live_job(p, 0); i < p->n_jobs; i = next_live_job(p, i + 1)) {
+        if (live++ % n != k)
             continue;
+        const cv_job *j = &p->jobs[i];
         if (stopped(rs))
             return nvf_error_set(NVF_E_INTERRUPTED, "interrupted");
         queue_item it = {.job = i};
         if (j->kind != CV_JOB_COPY) {
             it.cost = j->bytes_out + j->bytes_in;
-            if (wait_budget(rs, it.cost))
-                return NVF_OK; /* the writer's failure is reported by the caller */
-            for (size_t k = i + 1; k < p->n_jobs && k < i + 2; k++)
-                if (p->jobs[k].kind == CV_JOB_QUANT && !p->shards[p->jobs[k].shard].reused)
-                    prefetch_member(rs->ck, &p->jobs[k].members[0]);
+            if (reserve(rs, i, it.cost))
+                return NVF_OK; /* the failure is reported by the caller */
+            for (size_t q = i + 1; q < p->n_jobs && q < i + 2 * n; q++)
+                if (p->jobs[q].kind == CV_JOB_QUANT && !p->shards[p->jobs[q].shard].reused &&
+                    (q - i) % n == 0)
+                    prefetch_member(rs->ck, &p->jobs[q].members[0]);
             it.buf = malloc(j->bytes_out ? (size_t)j->bytes_out : 1);
             if (!it.buf)
                 return nvf_error_set(NVF_E_NOMEM, "no memory for the %llu bytes of '%s'",
                                      (unsigned long long)j->bytes_out, p->outs[j->first_out].name);
-            int rc = j->kind == CV_JOB_QUANT ? compute_quant(it.buf, rs, j)
+            int rc = j->kind == CV_JOB_QUANT ? compute_quant(it.buf, rs, w, j)
                                              : compute_dequant(it.buf, rs, j);
-            for (size_t k = 0; k < j->n_members; k++)
-                release_member(rs->ck, &j->members[k]);
+            for (size_t m = 0; m < j->n_members; m++)
+                release_member(rs->ck, &j->members[m]);
             if (rc != NVF_OK) {
                 free(it.buf);
                 return rc;
             }
-        } else if (wait_budget(rs, 0)) {
+        }
+        if (hand_over(rs, it)) {
+            free(it.buf);
             return NVF_OK;
         }
-        push(rs, it);
     }
     return NVF_OK;
+}
+
+typedef struct worker {
+    run_state *rs;
+    worker_place place;
+    size_t k, n;
+    int rc;
+    char msg[1024];
+} worker;
+
+static void *worker_main(void *arg) {
+    worker *wk = arg;
+    wk->rc = produce(wk->rs, &wk->place, wk->k, wk->n);
+    if (wk->rc != NVF_OK) {
+        snprintf(wk->msg, sizeof wk->msg, "%s", nvf_error_last());
+        pthread_mutex_lock(&wk->rs->mu);
+        wk->rs->compute_failed = 1;
+        pthread_cond_broadcast(&wk->rs->cv);
+        pthread_mutex_unlock(&wk->rs->mu);
+    }
+    return NULL;
+}
+
+/*
+ * Run the compute workers: the caller's thread alone for one device, else one thread per
+ * --devices entry (CPU entries share the CPU threads). The first failure, in worker order, is
+ * the one reported.
+ */
+static int compute_all(run_state *rs) {
+    const nvf_convert_options *o = rs->opt;
+    size_t n = o->n_devices > 1 ? o->n_devices : 1;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = o->threads > 0 ? o->threads : (int)(cores > 0 ? cores : 1);
+    rs->next_job = next_live_job(rs->p, 0);
+    if (n == 1) {
+        worker_place w = {o->n_devices == 1 ? o->devices[0] : o->device, o->threads};
+        return produce(rs, &w, 0, 1);
+    }
+    size_t n_cpu = 0;
+    for (size_t i = 0; i < n; i++)
+        n_cpu += o->devices[i].kind == NVF_DEVICE_CPU;
+    worker *wk = calloc(n, sizeof *wk);
+    pthread_t *tid = calloc(n, sizeof *tid);
+    int rc = NVF_OK;
+    size_t started = 0;
+    if (!wk || !tid)
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory for %zu compute workers", n);
+    for (size_t i = 0; rc == NVF_OK && i < n; i++) {
+        wk[i].rs = rs;
+        wk[i].place.device = o->devices[i];
+        wk[i].place.threads = n_cpu ? (threads / (int)n_cpu > 0 ? threads / (int)n_cpu : 1) : 1;
+        wk[i].k = i;
+        wk[i].n = n;
+        if (pthread_create(&tid[i], NULL, worker_main, &wk[i]) != 0)
+            rc = nvf_error_set(NVF_E_NOMEM, "cannot start compute worker %zu", i);
+        else
+            started++;
+    }
+    if (rc != NVF_OK) {
+        pthread_mutex_lock(&rs->mu);
+        rs->compute_failed = 1;
+        pthread_cond_broadcast(&rs->cv);
+        pthread_mutex_unlock(&rs->mu);
+    }
+    for (size_t i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    for (size_t i = 0; rc == NVF_OK && i < started; i++)
+        if (wk[i].rc != NVF_OK)
+            rc = nvf_error_set(wk[i].rc, "%s", wk[i].msg);
+    free(wk);
+    free(tid);
+    return rc;
 }
 
 /* Source files, resume key, journal ------------------------------------------------------ */
@@ -821,11 +933,13 @@ static int run_pipeline(run_state *rs) {
     else
         have_writer = 1;
     if (rc == NVF_OK)
-        rc = produce(rs);
+        rc = compute_all(rs);
     if (have_writer) {
         if (rc == NVF_OK) {
-            queue_item end = {.end = 1};
-            push(rs, end);
+            pthread_mutex_lock(&rs->mu);
+            rs->items[rs->tail++ % rs->cap] = (queue_item){.end = 1};
+            pthread_cond_broadcast(&rs->cv);
+            pthread_mutex_unlock(&rs->mu);
         } else {
             pthread_mutex_lock(&rs->mu);
             rs->abort = 1;

@@ -15,6 +15,9 @@ mkdir -p "$work"
 mode=${1:-small}
 calc() { python3 -c "print($1)"; }
 dev=${NVFP4_E2E_DEVICE:-cuda}
+# NVFP4_E2E_DEVICES=0,1: the device side uses --devices (tensors spread over several GPUs).
+devopt=(--device "$dev")
+[ -z "${NVFP4_E2E_DEVICES:-}" ] || { devopt=(--devices "$NVFP4_E2E_DEVICES"); dev="devices $NVFP4_E2E_DEVICES"; }
 rc=0
 res="$OUT/convert-e2e.json"
 echo "{" >"$res"
@@ -28,7 +31,7 @@ for spec in "qwen3-moe bf16" "deepseek-v3 fp8-block" "qwen3-moe fp8-block --fuse
     "$tool" synth "$src" --preset "$1" --dtype "$2" "${@:3}" --hidden 1024 --experts 16 \
         --moe-intermediate 512 --quiet >/dev/null || rc=1
     "$tool" convert "$src" "$work/ref$i" --device cpu --quiet --json >/dev/null || rc=1
-    "$tool" convert "$src" "$work/dev$i" --device $dev --quiet --json >/dev/null || rc=1
+    "$tool" convert "$src" "$work/dev$i" "${devopt[@]}" --quiet --json >/dev/null || rc=1
     if cmp -s "$work/ref$i/nvfp4-manifest.json" "$work/dev$i/nvfp4-manifest.json"; then
         echo "e2e $spec: cpu and $dev manifests identical"
         same=true
@@ -64,7 +67,7 @@ if [ "$mode" = large ]; then
     sync
     echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
     t0=$(date +%s.%N)
-    "$tool" convert "$big" "$work/bigout" --device $dev --json --quiet >"$OUT/convert-big.json" || rc=1
+    "$tool" convert "$big" "$work/bigout" "${devopt[@]}" --json --quiet >"$OUT/convert-big.json" || rc=1
     t1=$(date +%s.%N)
     out_bytes=$(du -sb "$work/bigout" | cut -f1)
     secs=$(calc "$t1 - $t0")

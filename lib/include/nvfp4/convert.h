@@ -53,6 +53,10 @@ typedef struct nvf_convert_options {
     int resume;                  /* reuse finished shards recorded in the journal */
     int force;                   /* DST may hold other files */
     nvf_device device;           /* resolved --device: CPU or a CUDA ordinal */
+    /* --devices: when n_devices > 1, one compute worker per entry (CUDA ordinals, or the CPU),
+     * tensors dealt out in turn; the output bytes are the same. NULL/0: `device` alone. */
+    const nvf_device *devices;
+    size_t n_devices;
     int threads;                 /* CPU quantizer threads; <= 0: one per online core */
     uint64_t max_host_memory;    /* bytes of tensor buffers in flight (plus one job) */
     int allow_nonfinite;         /* pass NaN/Inf through instead of failing */

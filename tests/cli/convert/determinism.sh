@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Convert twice: byte-identical manifests (and so identical hashes of every file). Any thread
 # count and shard size gives the same tensors (names, dtypes, shapes, CRC-32 in the manifests).
+# Several compute workers (--devices cpu,cpu,cpu), also under a host-memory budget smaller than
+# one job, write the same bytes as one.
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -12,6 +14,13 @@ cmp "$tmp/a/nvfp4-manifest.json" "$tmp/b/nvfp4-manifest.json" ||
     { echo "two runs wrote different manifests" >&2; exit 1; }
 for f in "$tmp"/a/*; do
     cmp -s "$f" "$tmp/b/$(basename "$f")" || { echo "$(basename "$f") differs" >&2; exit 1; }
+done
+for budget in 8GiB 1KiB; do
+    rm -rf "$tmp/w"
+    "$NVFP4TOOL" convert "$tmp/src" "$tmp/w" --quiet --devices cpu,cpu,cpu --max-host-memory $budget \
+        --max-shard-size 200KB >/dev/null
+    cmp "$tmp/a/nvfp4-manifest.json" "$tmp/w/nvfp4-manifest.json" ||
+        { echo "--devices cpu,cpu,cpu (budget $budget) wrote a different manifest" >&2; exit 1; }
 done
 "$NVFP4TOOL" convert "$tmp/src" "$tmp/c" --quiet --threads 3 --max-shard-size 1GB >/dev/null
 "$NVFP4_PYTHON" - "$tmp/a/nvfp4-manifest.json" "$tmp/c/nvfp4-manifest.json" <<'PY'

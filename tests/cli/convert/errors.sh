@@ -20,6 +20,11 @@ expect 2 "SRC DST\|expected\|argument" -- "$NVFP4TOOL" convert "$src"
 echo '{"model.layers.0.mlp.experts.0.gate_proj": 0}' >"$tmp/zero.json"
 expect 2 "positive" -- "$NVFP4TOOL" convert "$src" "$tmp/z" --input-amax "$tmp/zero.json"
 expect 1 "nope" -- "$NVFP4TOOL" convert "$tmp/nope" "$tmp/y"
+expect 2 "devices" -- "$NVFP4TOOL" convert "$src" "$tmp/d" --devices 0,,1
+expect 2 "auto" -- "$NVFP4TOOL" convert "$src" "$tmp/d" --devices cpu,auto
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    expect 4 "cuda:0" -- "$NVFP4TOOL" convert "$src" "$tmp/d" --devices 0,1
+fi
 expect 2 "max-host-memory" -- "$NVFP4TOOL" convert "$src" "$tmp/m" --max-host-memory lots
 expect 0 "" -- "$NVFP4TOOL" convert "$src" "$tmp/full" --force --quiet
 [ ! -e "$tmp/full/keep.txt" ] || [ -f "$tmp/full/nvfp4-manifest.json" ]
