@@ -9,6 +9,12 @@
  * Sources: BF16 (fast loader), F8_E4M3 with block scales whose block width is a multiple of 16
  * (fast loader: one scale per 16-value block), and every other checked source through a generic
  * per-value loader. FP8-block values are bf16(RN(f32(fp8) * scale)) in both passes.
+ *
+ * Where the time goes (bench/results/quant-cuda-h200*.json, measured with Nsight Compute): the
+ * quantizing kernels are bound by instruction issue, not memory. Every binary32 operation of
+ * the reference is rounded on its own (no FP4 conversion instruction on sm_90), so a BF16 value
+ * costs ~14 instructions with RTN and ~29 with 4over6 (two candidates, each rounded, both
+ * errors accumulated), against ~25 per value that one H200 can issue at copy speed.
  */
 #include "quant_math.h"
 
@@ -129,18 +135,17 @@ __device__ static float load_value(const qargs &a, int64_t b, int i) {
     }
 }
 
-/* The 16 values of block b as binary32 bits, from registers already loaded (`raw`). */
+/* The 8 words of BF16 pairs of block b (value 2j in the low half of word j), from registers
+ * already loaded (`raw`): the BF16 words themselves, or FP8-block values converted. */
 template <int SRC>
-__device__ static inline void block_bits(uint32_t *xb, const uint4 *raw, const qargs &a,
-                                         int64_t b) {
+__device__ static inline void block_words(uint32_t *w, const uint4 *raw, const qargs &a,
+                                          int64_t b) {
     if (SRC == SRC_BF16) {
-        const uint32_t *w = (const uint32_t *)raw;
+        const uint32_t *r = (const uint32_t *)raw;
         NVF_QM_UNROLL
-        for (int j = 0; j < 8; j++) {
-            xb[2 * j] = w[j] << 16;
-            xb[2 * j + 1] = w[j] & 0xFFFF0000u;
-        }
-    } else if (SRC == SRC_FP8B) {
+        for (int j = 0; j < 8; j++)
+            w[j] = r[j];
+    } else {
         float m = fp8_block_scale(a, b);
         const uint16_t *h = (const uint16_t *)raw;
         NVF_QM_UNROLL
@@ -149,9 +154,22 @@ __device__ static inline void block_bits(uint32_t *xb, const uint4 *raw, const q
             __half2_raw p = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)h[j], __NV_E4M3);
             float2 f = __half22float2(__half2(p));
             __nv_bfloat162 v = __floats2bfloat162_rn(__fmul_rn(f.x, m), __fmul_rn(f.y, m));
-            uint32_t u = *(const uint32_t *)&v;
-            xb[2 * j] = u << 16;
-            xb[2 * j + 1] = u & 0xFFFF0000u;
+            w[j] = *(const uint32_t *)&v;
+        }
+    }
+}
+
+/* The 16 values of block b as binary32 bits, from registers already loaded (`raw`). */
+template <int SRC>
+__device__ static inline void block_bits(uint32_t *xb, const uint4 *raw, const qargs &a,
+                                         int64_t b) {
+    if (SRC == SRC_BF16 || SRC == SRC_FP8B) {
+        uint32_t w[8];
+        block_words<SRC>(w, raw, a, b);
+        NVF_QM_UNROLL
+        for (int j = 0; j < 8; j++) {
+            xb[2 * j] = w[j] << 16;
+            xb[2 * j + 1] = w[j] & 0xFFFF0000u;
         }
     } else {
         NVF_QM_UNROLL
@@ -171,19 +189,79 @@ template <int SRC> __device__ static inline void block_load(uint4 *raw, const qa
     }
 }
 
-/* Quantize block b whose raw loads are `raw`. Only the magnitudes and the sign words stay live
- * through the fast path; a block that needs the exact path loads its values again. */
+__device__ static inline uint32_t prmt(uint32_t x, uint32_t y, uint32_t sel) {
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(sel));
+    return r;
+}
+
+/* Sign word of 8 BF16 values in 4 pair words (value 2j low in w[j]): bit 4i+3 set where value i
+ * has its sign bit set. Two byte permutes with sign replication gather the signs of values
+ * (0, 2, 1, 3) and (4, 6, 5, 7) as 0x00/0xFF bytes; two more split them into even values (byte
+ * k = value 2k, whose nibble bit is bit 3 of byte k) and odd values (bit 7 of byte k). */
+__device__ static inline uint32_t bf16_sign_word(const uint32_t *w) {
+    uint32_t x01 = prmt(w[0], w[1], 0xFBD9u), x23 = prmt(w[2], w[3], 0xFBD9u);
+    uint32_t even = prmt(x01, x23, 0x5410u), odd = prmt(x01, x23, 0x7632u);
+    return (even & 0x08080808u) | (odd & 0x80808080u);
+}
+
+/* The exact path for block b (a NaN, or an enc below min_enc): values loaded again, codes and
+ * scale stored here, so that the fast path's registers never need an address. The arguments
+ * are taken by value: a reference would make the kernel keep its parameters in local memory. */
+template <int SRC>
+__device__ static __noinline__ void block_store_exact(const qargs a, const nvf_qm_consts k,
+                                                      int64_t b) {
+    uint4 again[SRC == SRC_BF16 ? 2 : 1];
+    block_load<SRC>(again, a, b);
+    uint32_t xb[NVF_BLOCK];
+    block_bits<SRC>(xb, again, a, b);
+    float x[NVF_BLOCK];
+    for (int i = 0; i < NVF_BLOCK; i++)
+        x[i] = nvf_f32_from_bits(xb[i]);
+    uint32_t w0, w1;
+    uint8_t sf;
+    nvf_qm_block_exact(&w0, &w1, &sf, x, &k);
+    *(uint2 *)(a.packed + b * NVF_BLOCK_BYTES) = make_uint2(w0, w1);
+    a.scales[b] = sf;
+}
+
+/* Quantize block b whose raw loads are `raw`. BF16 pairs (BF16 and FP8-block sources): the
+ * largest magnitude and the smallest one by 16-bit SIMD max/min over the pair words, the sign
+ * words by byte permutes (bf16_sign_word) unless a magnitude is zero (a -0 must not get a sign
+ * bit), the values themselves as the words' halves. */
 template <int SRC, int METHOD, int ERR, int DOM>
-__device__ static inline void block_store(const qargs &a, const nvf_qm_consts &k, int64_t b,
-                                          const uint4 *raw) {
-    uint32_t ab[NVF_BLOCK], m = 0, s0 = 0, s1 = 0;
-    {
-        uint32_t xb[NVF_BLOCK];
+__device__ static inline void block_store(const qargs &a, const nvf_qm_consts &k,
+                                          const nvf_qm_scale *tab, int64_t b, const uint4 *raw) {
+    uint32_t xb[NVF_BLOCK], m = 0, s0 = 0, s1 = 0;
+    if (SRC == SRC_BF16 || SRC == SRC_FP8B) {
+        uint32_t w[8], mx = 0, mn = 0xFFFFFFFFu;
+        block_words<SRC>(w, raw, a, b);
+        NVF_QM_UNROLL
+        for (int j = 0; j < 8; j++) {
+            uint32_t mw = w[j] & 0x7FFF7FFFu;
+            mx = __vmaxu2(mx, mw);
+            mn = __vminu2(mn, mw);
+            xb[2 * j] = w[j] << 16;
+            xb[2 * j + 1] = w[j] & 0xFFFF0000u;
+        }
+        m = max(mx << 16, mx & 0xFFFF0000u);
+        if ((mn & 0xFFFFu) != 0 && (mn >> 16) != 0) {
+            s0 = bf16_sign_word(w);
+            s1 = bf16_sign_word(w + 4);
+        } else {
+            NVF_QM_UNROLL
+            for (int i = 0; i < NVF_BLOCK; i++) {
+                if (i < 8)
+                    s0 |= nvf_qm_sign_bit(xb[i], i);
+                else
+                    s1 |= nvf_qm_sign_bit(xb[i], i);
+            }
+        }
+    } else {
         block_bits<SRC>(xb, raw, a, b);
         NVF_QM_UNROLL
         for (int i = 0; i < NVF_BLOCK; i++) {
-            ab[i] = xb[i] & 0x7FFFFFFFu;
-            m = max(m, ab[i]);
+            m = max(m, xb[i] & 0x7FFFFFFFu);
             if (i < 8)
                 s0 |= nvf_qm_sign_bit(xb[i], i);
             else
@@ -192,29 +270,30 @@ __device__ static inline void block_store(const qargs &a, const nvf_qm_consts &k
     }
     uint32_t w0, w1;
     uint8_t sf;
-    if (!nvf_qm_block_fast(&w0, &w1, &sf, ab, m, s0, s1, &k, METHOD, ERR, DOM)) {
-        uint4 again[SRC == SRC_BF16 ? 2 : 1];
-        block_load<SRC>(again, a, b);
-        uint32_t xb[NVF_BLOCK];
-        block_bits<SRC>(xb, again, a, b);
-        float x[NVF_BLOCK];
-        for (int i = 0; i < NVF_BLOCK; i++)
-            x[i] = nvf_f32_from_bits(xb[i]);
-        nvf_qm_block_exact(&w0, &w1, &sf, x, &k);
+    if (!nvf_qm_block_fast(&w0, &w1, &sf, xb, m, s0, s1, &k, tab, SRC != SRC_GENERIC, METHOD, ERR,
+                           DOM)) {
+        block_store_exact<SRC>(a, k, b);
+        return;
     }
     *(uint2 *)(a.packed + b * NVF_BLOCK_BYTES) = make_uint2(w0, w1);
     a.scales[b] = sf;
 }
 
 /* U blocks per thread and loop step; PF: the next step's loads are issued before this step's
- * arithmetic, so that they stay in flight while it runs. */
+ * arithmetic, so that they stay in flight while it runs. The block scales' table (enc, sff per
+ * E4M3 byte) is built in shared memory first. */
 template <int SRC, int METHOD, int ERR, int DOM, int U, int PF>
 __global__ void __launch_bounds__(512) quant_kernel(qargs a) {
+    __shared__ nvf_qm_scale tab[NVF_QM_TAB_N];
     nvf_qm_consts k = a.k;
     if (a.amax_in) {
         float gs = dev_global_scale(nvf_f32_from_bits(*a.amax_in), a.e4m3_max);
         k = nvf_qm_consts_make(gs, k.method, k.error, k.domain, a.min_abs);
     }
+    asm("" : "+r"(k.c_keep)); /* an unknown value to the compiler: see nvf_qm_consts */
+    for (int i = threadIdx.x; i < NVF_QM_TAB_N; i += blockDim.x)
+        tab[i] = nvf_qm_scale_of((uint8_t)i, k.rcp_gs);
+    __syncthreads();
     const int R = SRC == SRC_BF16 ? 2 : 1;
     int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -244,7 +323,7 @@ __global__ void __launch_bounds__(512) quant_kernel(qargs a) {
         for (int u = 0; u < U; u++) {
             int64_t b = base + u * stride + t;
             if (b < a.nblocks)
-                block_store<SRC, METHOD, ERR, DOM>(a, k, b, raw[u]);
+                block_store<SRC, METHOD, ERR, DOM>(a, k, tab, b, raw[u]);
         }
     }
 }
@@ -294,6 +373,19 @@ template <int SRC, int U> __global__ void __launch_bounds__(512) amax_kernel(qar
                     hi = max(hi, w[j] & 0x7FFF0000u);
                 }
                 bm = max(lo << 16, hi);
+            } else if (SRC == SRC_FP8B) {
+                /* The values' magnitudes are bf16(RN(|f32(byte)| * |scale|)), nondecreasing in
+                 * the E4M3 magnitude byte: the largest byte (bytewise SIMD max), decoded once.
+                 * NaN bytes (0x7F) and a nonfinite scale take the per-value path below. */
+                const uint32_t *w = (const uint32_t *)raw[u];
+                uint32_t mx = __vmaxu4(__vmaxu4(w[0] & 0x7F7F7F7Fu, w[1] & 0x7F7F7F7Fu),
+                                       __vmaxu4(w[2] & 0x7F7F7F7Fu, w[3] & 0x7F7F7F7Fu));
+                mx = __vmaxu4(mx, mx >> 16);
+                mx = __vmaxu4(mx, mx >> 8) & 0xFFu;
+                float sc = fabsf(fp8_block_scale(a, b));
+                bm = 0x7F800000u;
+                if (mx != 0x7Fu && sc <= FLT_MAX)
+                    bm = nvf_f32_bits(fp8b_value(nvf_qm_e4m3_to_f32((uint8_t)mx), sc));
             } else {
                 uint32_t xb[NVF_BLOCK];
                 block_bits<SRC>(xb, raw[u], a, b);

@@ -20,7 +20,12 @@
  *        holds when enc >= 2^-149 / (smallest nonzero |x| of the source dtype) (min_enc);
  *      - mag * sff is exact (2 significant bits times 4, between 2^-10 and 2688), so the scaled
  *        domain's d = RN(RN(mag * sff) - y) is one fused multiply-add, fma(mag, sff, -y);
- *      - 4over6 keeps both candidates' magnitudes and builds the E2M1 codes of the winner only.
+ *      - 4over6 builds both candidates' E2M1 code words as it goes and keeps the winner's;
+ *      - min(t, 6) is left out for a block whose largest t = RN(vmax * enc) is below 7 (RN is
+ *        monotone, so every t of the block is too, and the rounding maps [6, 7) to 6);
+ *      - a block scale's enc and f32(sf) come from a table indexed by the E4M3 byte (built once
+ *        per CUDA block), and for BF16-valued maxima RN(vmax / 6) is a multiply and two fused
+ *        steps (nvf_qm_div6_bf16).
  */
 #ifndef NVFP4_KERNELS_QUANT_MATH_H
 #define NVFP4_KERNELS_QUANT_MATH_H
@@ -63,13 +68,16 @@
 
 /** Per-tensor constants of the block arithmetic (quant.c's quant_consts plus the fast path's). */
 typedef struct nvf_qm_consts {
-    float gs;       /* global encode scale */
-    float rcp_gs;   /* RN(1 / gs) */
-    float rtn_mul;  /* RN(gs * RN(1 / 6)) */
-    float min_enc;  /* the fast sign rule holds for enc >= min_enc */
-    int32_t method; /* nvf_quant_method */
-    int32_t error;  /* nvf_quant_error */
-    int32_t domain; /* nvf_quant_domain */
+    float gs;        /* global encode scale */
+    float rcp_gs;    /* RN(1 / gs) */
+    float rtn_mul;   /* RN(gs * RN(1 / 6)) */
+    float min_enc;   /* the fast sign rule holds for enc >= min_enc */
+    uint32_t c_keep; /* NVF_QM_C_KEEP; the kernels hide its value from the compiler, so that the
+                      * rounding constant's (e & keep) ^ flip stays one instruction (LOP3 takes
+                      * one immediate operand) */
+    int32_t method;  /* nvf_quant_method */
+    int32_t error;   /* nvf_quant_error */
+    int32_t domain;  /* nvf_quant_domain */
 } nvf_qm_consts;
 
 /* E4M3 byte to binary32 and binary32 to E4M3 (satfinite): the hardware conversions on the GPU
@@ -108,6 +116,50 @@ NVF_HOST_DEVICE static inline float nvf_qm_sf6h(float vmax, float gs) {
     if (vmax == 0.0f)
         return 0.0f;
     return NVF_QM_MUL(NVF_QM_DIV(vmax, 6.0f), gs);
+}
+
+/* RN(v / 6) for v a finite BF16 value, without a division: q = RN(v * RN(1/6)) corrected by one
+ * fused step. Equal to the division for every finite BF16 magnitude (checked exhaustively by
+ * tests/gpu/test_quant_math.c); not for every binary32, so only sources whose block maxima are
+ * BF16 values (BF16, FP8-block) use it. */
+NVF_HOST_DEVICE static inline float nvf_qm_div6_bf16(float v) {
+    const float r6 = 0.166666672f; /* RN(1/6), 0x3E2AAAAB */
+    float q = NVF_QM_MUL(v, r6);
+    float r = NVF_QM_FMA(-q, 6.0f, v);
+    return NVF_QM_FMA(r, r6, q);
+}
+
+/* sf6h with nvf_qm_div6_bf16 when `bf16` (vmax a BF16 value), else as nvf_qm_sf6h. */
+NVF_HOST_DEVICE static inline float nvf_qm_sf6h_fast(float vmax, float gs, int bf16) {
+    if (vmax == 0.0f)
+        return 0.0f;
+    return NVF_QM_MUL(bf16 ? nvf_qm_div6_bf16(vmax) : NVF_QM_DIV(vmax, 6.0f), gs);
+}
+
+/* A block scale's decoded value sff = f32(sf) and its encode multiplier enc. The kernels hold
+ * them in a shared-memory table indexed by the E4M3 byte (NVF_QM_TAB_N entries: every
+ * nonnegative byte the satfinite encoding makes, 0x7F being NaN), filled by nvf_qm_scale_of. */
+typedef struct nvf_qm_scale {
+    float enc, sff;
+} nvf_qm_scale;
+#define NVF_QM_TAB_N 127
+
+NVF_HOST_DEVICE static inline nvf_qm_scale nvf_qm_scale_of(uint8_t sf, float rcp_gs) {
+    nvf_qm_scale s;
+    s.sff = nvf_qm_e4m3_to_f32(sf);
+    s.enc = nvf_qm_scale_enc(s.sff, rcp_gs);
+    return s;
+}
+
+/* Entry sf of `tab`, or computed where there is no table (host). */
+NVF_HOST_DEVICE static inline nvf_qm_scale nvf_qm_scale_get(const nvf_qm_scale *tab, uint8_t sf,
+                                                            float rcp_gs) {
+#ifdef __CUDA_ARCH__
+    (void)rcp_gs; /* the kernels always pass their table */
+    return tab[sf];
+#else
+    return tab ? tab[sf] : nvf_qm_scale_of(sf, rcp_gs);
+#endif
 }
 
 /* ---- exact path: quant.c's block_quant, one value at a time ------------------------------- */
@@ -180,106 +232,146 @@ NVF_HOST_DEVICE static NVF_QM_NOINLINE void nvf_qm_block_exact(uint32_t *w0, uin
 /* ---- fast path ---------------------------------------------------------------------------- */
 
 /* Grid magnitude of a = min(t, 6) for t = |x| * enc >= 0, and its E2M1 index placed at nibble
- * `i` of a word (bits 4i..4i+2). */
-#define NVF_QM_ROUND_MAG(mag, t)                                                                   \
+ * `i` of a word (bits 4i..4i+2). CLAMP 0 leaves the min out: the caller has checked t < 7, where
+ * the rounding below gives min(t, 6)'s grid value (t in [6, 7) rounds to 6 in the binade [4, 8)).
+ */
+#define NVF_QM_ROUND_MAG(mag, t, CLAMP, keep)                                                      \
     do {                                                                                           \
-        float a_ = fminf((t), NVF_E2M1_MAX);                                                       \
+        float a_ = (CLAMP) ? fminf((t), NVF_E2M1_MAX) : (t);                                       \
         float e_ = fmaxf(a_, 1.0f);                                                                \
-        float c_ = nvf_f32_from_bits((nvf_f32_bits(e_) & NVF_QM_C_KEEP) ^ NVF_QM_C_FLIP);          \
+        float c_ = nvf_f32_from_bits((nvf_f32_bits(e_) & (keep)) ^ NVF_QM_C_FLIP);                 \
         (mag) = NVF_QM_SUB(NVF_QM_ADD(a_, c_), c_);                                                \
     } while (0)
-#define NVF_QM_NIBBLE(nib, mag, i)                                                                 \
+
+/* hi32(a * b) + c: one multiply-add instruction on the GPU. */
+NVF_HOST_DEVICE static inline uint32_t nvf_qm_madhi(uint32_t a, uint32_t b, uint32_t c) {
+#ifdef __CUDA_ARCH__
+    uint32_t d;
+    asm("mad.hi.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#else
+    return (uint32_t)(((uint64_t)a * b) >> 32) + c;
+#endif
+}
+
+/* acc += the E2M1 index of grid magnitude `mag` at nibble i: v = idx << 22, shifted right by
+ * 22 - 4i as the high word of v * 2^(10 + 4i) (one multiply-add), or left for i = 6, 7. The
+ * nibble's bits are clear in acc, so the sum is the bitwise or. */
+#define NVF_QM_NIBBLE_ADD(acc, mag, i)                                                             \
     do {                                                                                           \
         uint32_t v_ = nvf_f32_bits(NVF_QM_MUL((mag), 1.17549435e-38f /* 2^-126 */));               \
-        (nib) = (4 * ((i)&7) <= 22) ? v_ >> (22 - 4 * ((i)&7)) : v_ << (4 * ((i)&7) - 22);         \
-    } while (0)
-#define NVF_QM_ROUND(mag, nib, t, i)                                                               \
-    do {                                                                                           \
-        NVF_QM_ROUND_MAG(mag, t);                                                                  \
-        NVF_QM_NIBBLE(nib, mag, i);                                                                \
+        if (4 * ((i)&7) <= 22)                                                                     \
+            (acc) = nvf_qm_madhi(v_, 1u << ((10 + 4 * ((i)&7)) & 31), (acc));                      \
+        else                                                                                       \
+            (acc) += v_ << ((4 * ((i)&7) - 22) & 31);                                              \
     } while (0)
 
+/* The largest t = RN(vmax * enc) for which CLAMP 0 is exact. */
+#define NVF_QM_NOCLAMP_BELOW 7.0f
+
+/* RTN codes of a block (sign words s0/s1 already holding the sign bits). */
+NVF_HOST_DEVICE static inline void nvf_qm_rtn_codes(uint32_t *w0, uint32_t *w1, const uint32_t *xb,
+                                                    float enc, uint32_t s0, uint32_t s1,
+                                                    uint32_t keep, int CLAMP) {
+    uint32_t c0 = s0, c1 = s1;
+    NVF_QM_UNROLL
+    for (int i = 0; i < NVF_BLOCK; i++) {
+        float mag;
+        NVF_QM_ROUND_MAG(mag, NVF_QM_MUL(fabsf(nvf_f32_from_bits(xb[i])), enc), CLAMP, keep);
+        if (i < 8)
+            NVF_QM_NIBBLE_ADD(c0, mag, i);
+        else
+            NVF_QM_NIBBLE_ADD(c1, mag, i);
+    }
+    *w0 = c0;
+    *w1 = c1;
+}
+
+/* 4over6: the two candidates' errors and E2M1 index words (q6/q4, two words each): both
+ * candidates' codes are built as they go, which keeps 4 words live instead of 32 magnitudes. */
+NVF_HOST_DEVICE static inline void nvf_qm_4o6_errors(uint32_t *q6, uint32_t *q4, float *err6,
+                                                     float *err4, const uint32_t *xb,
+                                                     nvf_qm_scale c6, nvf_qm_scale c4,
+                                                     const nvf_qm_consts *k, int ERR, int DOM,
+                                                     int CLAMP) {
+    float e6 = 0.0f, e4 = 0.0f;
+    q6[0] = q6[1] = q4[0] = q4[1] = 0;
+    NVF_QM_UNROLL
+    for (int i = 0; i < NVF_BLOCK; i++) {
+        float ax = fabsf(nvf_f32_from_bits(xb[i]));
+        float m6, m4;
+        NVF_QM_ROUND_MAG(m6, NVF_QM_MUL(ax, c6.enc), CLAMP, k->c_keep);
+        NVF_QM_ROUND_MAG(m4, NVF_QM_MUL(ax, c4.enc), CLAMP, k->c_keep);
+        NVF_QM_NIBBLE_ADD(q6[i >> 3], m6, i);
+        NVF_QM_NIBBLE_ADD(q4[i >> 3], m4, i);
+        float d6, d4;
+        if (DOM == 0) {
+            float ay = NVF_QM_MUL(ax, k->gs);
+            d6 = NVF_QM_FMA(m6, c6.sff, -ay);
+            d4 = NVF_QM_FMA(m4, c4.sff, -ay);
+        } else {
+            d6 = NVF_QM_SUB(NVF_QM_MUL(NVF_QM_MUL(m6, c6.sff), k->rcp_gs), ax);
+            d4 = NVF_QM_SUB(NVF_QM_MUL(NVF_QM_MUL(m4, c4.sff), k->rcp_gs), ax);
+        }
+        if (ERR == 0) {
+            e6 = NVF_QM_ADD(e6, NVF_QM_MUL(d6, d6));
+            e4 = NVF_QM_ADD(e4, NVF_QM_MUL(d4, d4));
+        } else {
+            e6 = NVF_QM_ADD(e6, fabsf(d6));
+            e4 = NVF_QM_ADD(e4, fabsf(d4));
+        }
+    }
+    *err6 = e6;
+    *err4 = e4;
+}
+
 /*
- * Quantize one block of 16 values whose magnitude bits are `ab` and whose sign word (bit 4i+3
- * set for x[i] < 0, x[i] != 0) is split over `s0` (elements 0..7) and `s1` (8..15). `amax_bits`
- * is the largest of ab (NaN included). METHOD/ERR/DOM are constants at every call site.
+ * Quantize one block of 16 values given as binary32 bits `xb` (the sign bits are ignored here)
+ * whose sign word (bit 4i+3 set for x[i] < 0, x[i] != 0) is split over `s0` (elements 0..7) and
+ * `s1` (8..15). `amax_bits` is the largest magnitude's bits (NaN included). `tab` is the scale
+ * table of k->rcp_gs (NULL: computed per block); `bf16` says vmax is a BF16 value
+ * (nvf_qm_div6_bf16). METHOD/ERR/DOM/bf16 are constants at every call site.
  * @return 1, or 0 (nothing written) when the block must take nvf_qm_block_exact: it holds a
  * NaN, or its enc is below min_enc. The caller then passes the signed values itself (on the
  * GPU they are reloaded, so that the register copy never needs an address).
  */
 NVF_HOST_DEVICE static inline int nvf_qm_block_fast(uint32_t *w0, uint32_t *w1, uint8_t *scale,
-                                                    const uint32_t *ab, uint32_t amax_bits,
+                                                    const uint32_t *xb, uint32_t amax_bits,
                                                     uint32_t s0, uint32_t s1,
-                                                    const nvf_qm_consts *k, int METHOD, int ERR,
-                                                    int DOM) {
+                                                    const nvf_qm_consts *k, const nvf_qm_scale *tab,
+                                                    int bf16, int METHOD, int ERR, int DOM) {
     if (amax_bits > 0x7F800000u)
         return 0;
     float vmax = nvf_f32_from_bits(amax_bits);
     if (METHOD == 0) {
         uint8_t sf = nvf_qm_scale_encode(NVF_QM_MUL(vmax, k->rtn_mul));
-        float enc = nvf_qm_scale_enc(nvf_qm_e4m3_to_f32(sf), k->rcp_gs);
+        float enc = nvf_qm_scale_get(tab, sf, k->rcp_gs).enc;
         if (!(enc >= k->min_enc))
             return 0;
-        uint32_t c0 = s0, c1 = s1;
-        NVF_QM_UNROLL
-        for (int i = 0; i < NVF_BLOCK; i++) {
-            float mag;
-            uint32_t nib;
-            NVF_QM_ROUND(mag, nib, NVF_QM_MUL(nvf_f32_from_bits(ab[i]), enc), i);
-            if (i < 8)
-                c0 |= nib;
-            else
-                c1 |= nib;
-        }
-        *w0 = c0;
-        *w1 = c1;
+        if (NVF_QM_MUL(vmax, enc) < NVF_QM_NOCLAMP_BELOW)
+            nvf_qm_rtn_codes(w0, w1, xb, enc, s0, s1, k->c_keep, 0);
+        else
+            nvf_qm_rtn_codes(w0, w1, xb, enc, s0, s1, k->c_keep, 1);
         *scale = sf;
         return 1;
     }
-    float sf6h = nvf_qm_sf6h(vmax, k->gs);
+    float sf6h = nvf_qm_sf6h_fast(vmax, k->gs, bf16);
     float sf4h = NVF_QM_MUL(sf6h, 1.5f);
     uint8_t sf6 = nvf_qm_scale_encode(sf6h), sf4 = nvf_qm_scale_encode(sf4h);
-    float sff6 = nvf_qm_e4m3_to_f32(sf6), sff4 = nvf_qm_e4m3_to_f32(sf4);
-    float enc6 = nvf_qm_scale_enc(sff6, k->rcp_gs), enc4 = nvf_qm_scale_enc(sff4, k->rcp_gs);
-    if (!(enc6 >= k->min_enc && enc4 >= k->min_enc))
+    nvf_qm_scale c6 = nvf_qm_scale_get(tab, sf6, k->rcp_gs);
+    nvf_qm_scale c4 = nvf_qm_scale_get(tab, sf4, k->rcp_gs);
+    if (!(c6.enc >= k->min_enc && c4.enc >= k->min_enc))
         return 0;
-    float err6 = 0.0f, err4 = 0.0f;
-    float m6[NVF_BLOCK], m4[NVF_BLOCK]; /* grid magnitudes of the 6 and the 4 candidate */
-    NVF_QM_UNROLL
-    for (int i = 0; i < NVF_BLOCK; i++) {
-        float ax = nvf_f32_from_bits(ab[i]);
-        NVF_QM_ROUND_MAG(m6[i], NVF_QM_MUL(ax, enc6));
-        NVF_QM_ROUND_MAG(m4[i], NVF_QM_MUL(ax, enc4));
-        float d6, d4;
-        if (DOM == 0) {
-            float ay = NVF_QM_MUL(ax, k->gs);
-            d6 = NVF_QM_FMA(m6[i], sff6, -ay);
-            d4 = NVF_QM_FMA(m4[i], sff4, -ay);
-        } else {
-            d6 = NVF_QM_SUB(NVF_QM_MUL(NVF_QM_MUL(m6[i], sff6), k->rcp_gs), ax);
-            d4 = NVF_QM_SUB(NVF_QM_MUL(NVF_QM_MUL(m4[i], sff4), k->rcp_gs), ax);
-        }
-        if (ERR == 0) {
-            err6 = NVF_QM_ADD(err6, NVF_QM_MUL(d6, d6));
-            err4 = NVF_QM_ADD(err4, NVF_QM_MUL(d4, d4));
-        } else {
-            err6 = NVF_QM_ADD(err6, fabsf(d6));
-            err4 = NVF_QM_ADD(err4, fabsf(d4));
-        }
-    }
+    float err6, err4;
+    uint32_t q6[2], q4[2];
+    if (NVF_QM_MUL(vmax, c6.enc) < NVF_QM_NOCLAMP_BELOW &&
+        NVF_QM_MUL(vmax, c4.enc) < NVF_QM_NOCLAMP_BELOW)
+        nvf_qm_4o6_errors(q6, q4, &err6, &err4, xb, c6, c4, k, ERR, DOM, 0);
+    else
+        nvf_qm_4o6_errors(q6, q4, &err6, &err4, xb, c6, c4, k, ERR, DOM, 1);
     int four = err4 < err6; /* strict: ties keep 6 */
-    uint32_t c0 = s0, c1 = s1;
-    NVF_QM_UNROLL
-    for (int i = 0; i < NVF_BLOCK; i++) {
-        uint32_t nib;
-        NVF_QM_NIBBLE(nib, four ? m4[i] : m6[i], i);
-        if (i < 8)
-            c0 |= nib;
-        else
-            c1 |= nib;
-    }
-    *w0 = c0;
-    *w1 = c1;
+    *w0 = s0 | (four ? q4[0] : q6[0]);
+    *w1 = s1 | (four ? q4[1] : q6[1]);
     *scale = four ? sf4 : sf6;
     return 1;
 }
@@ -294,7 +386,8 @@ NVF_HOST_DEVICE static inline uint32_t nvf_qm_sign_bit(uint32_t xbits, int i) {
  * here (what the kernels do for every source after conversion to binary32).
  */
 NVF_HOST_DEVICE static inline void nvf_qm_block(uint32_t *w0, uint32_t *w1, uint8_t *scale,
-                                                const float *x, const nvf_qm_consts *k, int METHOD,
+                                                const float *x, const nvf_qm_consts *k,
+                                                const nvf_qm_scale *tab, int bf16, int METHOD,
                                                 int ERR, int DOM) {
     uint32_t ab[NVF_BLOCK], m = 0, s0 = 0, s1 = 0;
     NVF_QM_UNROLL
@@ -307,7 +400,7 @@ NVF_HOST_DEVICE static inline void nvf_qm_block(uint32_t *w0, uint32_t *w1, uint
         else
             s1 |= nvf_qm_sign_bit(b, i);
     }
-    if (!nvf_qm_block_fast(w0, w1, scale, ab, m, s0, s1, k, METHOD, ERR, DOM))
+    if (!nvf_qm_block_fast(w0, w1, scale, ab, m, s0, s1, k, tab, bf16, METHOD, ERR, DOM))
         nvf_qm_block_exact(w0, w1, scale, x, k);
 }
 
@@ -345,6 +438,7 @@ nvf_qm_consts_make(float gs, int32_t method, int32_t error, int32_t domain, floa
     /* enc >= 2^-149 / min_abs keeps every nonzero |x| * enc >= 2^-149; the division is
      * rounded up by one ulp factor to stay on the safe side. */
     k.min_enc = NVF_QM_MUL(NVF_QM_DIV(1.40129846e-45f, min_abs), 1.0000002f);
+    k.c_keep = NVF_QM_C_KEEP;
     if (!(gs > 0.0f && gs <= FLT_MAX)) /* the sign rule needs enc > 0: exact path throughout */
         k.min_enc = INFINITY;
     k.method = method;

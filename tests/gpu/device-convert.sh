@@ -8,7 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out/device}
 mkdir -p "$OUT"
-tool=$PWD/build-dev/nvfp4tool
+tool=${NVFP4_TOOL:-$PWD/build-dev/nvfp4tool}
 work=${NVFP4_WORK:-/tmp/nvfp4-e2e}
 rm -rf "$work"
 mkdir -p "$work"

@@ -82,29 +82,35 @@ static float pick_gs(const float *x) {
 static int g_shown, g_fast, g_total;
 
 /* Whether the fast path took the block (the rest goes through the exact path). */
-static int took_fast(const float *x, const nvf_qm_consts *k, const nvf_quant_params *p) {
+static int took_fast(const float *x, const nvf_qm_consts *k, const nvf_quant_params *p, int bf16) {
     uint32_t ab[NVF_BLOCK], m = 0, w0, w1;
     uint8_t sf;
     for (int i = 0; i < NVF_BLOCK; i++) {
         ab[i] = nvf_f32_bits(x[i]) & 0x7FFFFFFFu;
         m = ab[i] > m ? ab[i] : m;
     }
-    return nvf_qm_block_fast(&w0, &w1, &sf, ab, m, 0, 0, k, p->method, p->error, p->domain);
+    return nvf_qm_block_fast(&w0, &w1, &sf, ab, m, 0, 0, k, NULL, bf16, p->method, p->error,
+                             p->domain);
 }
 
-static void compare(const float *x, float gs, const nvf_quant_params *p, float min_abs) {
+/* `bf16`: the block's values are BF16 values, and the kernels' BF16 path is taken (RN(vmax / 6)
+ * without a division, the block scales looked up in a table as on the GPU). */
+static void compare(const float *x, float gs, const nvf_quant_params *p, float min_abs, int bf16) {
     uint8_t want[NVF_BLOCK_BYTES], want_sf;
     nvf_quant_block_ref(want, &want_sf, x, gs, p);
     nvf_qm_consts k = nvf_qm_consts_make(gs, p->method, p->error, p->domain, min_abs);
+    nvf_qm_scale tab[NVF_QM_TAB_N];
+    for (int i = 0; bf16 && i < NVF_QM_TAB_N; i++)
+        tab[i] = nvf_qm_scale_of((uint8_t)i, k.rcp_gs);
     uint32_t w0, w1;
     uint8_t sf;
-    nvf_qm_block(&w0, &w1, &sf, x, &k, p->method, p->error, p->domain);
+    nvf_qm_block(&w0, &w1, &sf, x, &k, bf16 ? tab : NULL, bf16, p->method, p->error, p->domain);
     uint8_t got[NVF_BLOCK_BYTES];
     for (int j = 0; j < 4; j++) {
         got[j] = (uint8_t)(w0 >> (8 * j));
         got[4 + j] = (uint8_t)(w1 >> (8 * j));
     }
-    g_fast += took_fast(x, &k, p);
+    g_fast += took_fast(x, &k, p, bf16);
     g_total++;
     int ok = sf == want_sf && memcmp(got, want, sizeof got) == 0;
     CHECK(ok);
@@ -158,8 +164,21 @@ static void check_div(void) {
     CHECK(bad == 0);
 }
 
+/* nvf_qm_div6_bf16 against the division for every finite BF16 magnitude. */
+static void check_div6(void) {
+    uint32_t bad = 0;
+    for (uint32_t h = 0; h < 0x7F80u; h++) {
+        float v = nvf_bf16_to_f32((uint16_t)h);
+        float q = nvf_qm_div6_bf16(v), want = v / 6.0f;
+        if (nvf_f32_bits(q) != nvf_f32_bits(want) && bad++ < 5)
+            fprintf(stderr, "div6: %a / 6 gave %a, want %a\n", (double)v, (double)q, (double)want);
+    }
+    CHECK(bad == 0);
+}
+
 int main(void) {
     check_div();
+    check_div6();
     printf("test_quant_math: seed 0x%016llx\n", (unsigned long long)g_rng);
     const nvf_quant_params variants[] = {
         {NVF_QUANT_METHOD_RTN, NVF_QUANT_ERROR_MSE, NVF_QUANT_DOMAIN_SCALED, 448},
@@ -176,8 +195,9 @@ int main(void) {
             for (int i = 0; i < NVF_BLOCK; i++)
                 x[i] = ldexpf((float)(i % 16) * 0.25f * ((i & 1) ? -1.0f : 1.0f), sh);
             x[15] = ldexpf(6.0f, sh);
-            compare(x, 1.0f, &variants[v], min_abs_f32);
-            compare(x, ldexpf(1.0f, -sh), &variants[v], min_abs_f32);
+            compare(x, 1.0f, &variants[v], min_abs_f32, 0);
+            compare(x, ldexpf(1.0f, -sh), &variants[v], min_abs_f32, 0);
+            compare(x, ldexpf(1.0f, -sh), &variants[v], 9.18354962e-41f, 1);
         }
     }
     /* Random hard blocks, finite and with NaN/Inf; random BF16 blocks. */
@@ -195,10 +215,15 @@ int main(void) {
             for (int i = 0; i < NVF_BLOCK; i++)
                 x[i] = base * (float)((int)(rnd32() % 4097) - 2048) / 256.0f;
         }
+        if (n % 5 == 1 && bf16)
+            for (int i = 0; i < NVF_BLOCK; i++)
+                x[i] = nvf_bf16_to_f32(nvf_f32_to_bf16_rn(x[i]));
         float gs = pick_gs(x);
-        compare(x, gs, &variants[n % 5], min_abs_f32);
-        if (bf16)
-            compare(x, gs, &variants[(n + 1) % 5], 9.18354962e-41f /* 2^-133 */);
+        compare(x, gs, &variants[n % 5], min_abs_f32, 0);
+        if (bf16) {
+            compare(x, gs, &variants[(n + 1) % 5], 9.18354962e-41f /* 2^-133 */, 1);
+            compare(x, gs, &variants[(n + 2) % 5], 9.18354962e-41f, 1);
+        }
     }
     printf("fast path: %d of %d blocks\n", g_fast, g_total);
     CHECK(g_fast > g_total / 4);
