@@ -420,9 +420,10 @@ static const launch_cfg k_cfgs[] = {
     {256, 0, 1, 0}, {256, -1, 1, 1}, {256, -1, 2, 0},
 };
 #define N_CFGS ((int)(sizeof k_cfgs / sizeof k_cfgs[0]))
-/* The fastest on the H200 for BF16 sources (bench quant --config, bench/results/
- * quant-cuda-h200-configs.jsonl); within a few % of the best for FP8-block sources. */
-#define CFG_DEFAULT 4
+/* The fastest on the H200 (bench quant --config, bench/results/quant-cuda-h200-configs.jsonl):
+ * 4 for BF16 and the generic loader, 2 for FP8-block sources (cfg_for). */
+#define CFG_DEFAULT      4
+#define CFG_DEFAULT_FP8B 2
 
 static int g_cfg_forced = -1;
 static size_t g_chunk_forced;
@@ -434,6 +435,13 @@ static int src_kind(const nvf_quant_source *s) {
     if (s->dtype == NVF_DTYPE_F8_E4M3 && s->scale && s->block_cols % NVF_BLOCK == 0)
         return SRC_FP8B;
     return SRC_GENERIC;
+}
+
+/* The launch configuration for source `s`: the forced one, else the default of its kind. */
+static const launch_cfg &cfg_for(const nvf_quant_source *s) {
+    if (g_cfg_forced >= 0)
+        return k_cfgs[g_cfg_forced];
+    return k_cfgs[src_kind(s) == SRC_FP8B ? CFG_DEFAULT_FP8B : CFG_DEFAULT];
 }
 
 /* The fast FP8-block loader's index fields of `a` (src, nblocks, w, row0, col0, cols, srow0,
@@ -765,7 +773,7 @@ static int chunk_launch(dev_ctx *ctx, slot *sl, const nvf_quant_source *s, const
     a.allow_nonfinite = allow_nonfinite;
     if (s->scale)
         fp8_index_setup(a);
-    const launch_cfg &cfg = k_cfgs[g_cfg_forced >= 0 ? g_cfg_forced : CFG_DEFAULT];
+    const launch_cfg &cfg = cfg_for(s);
     NVF_CUDA_TRY(cudaMemcpyAsync(sl->d_in, sl->h_in, in_bytes, cudaMemcpyHostToDevice, sl->stream));
     if (scale_n)
         NVF_CUDA_TRY(cudaMemcpyAsync(sl->d_scale, sl->h_scale, scale_n * sizeof(float),
@@ -970,7 +978,9 @@ extern "C" int nvf_quant_cuda_bench(double *out_s, nvf_dtype dtype, int64_t rows
     s.block_rows = s.block_cols = 128;
     qargs a;
     memset(&a, 0, sizeof a);
-    const launch_cfg &cfg = k_cfgs[g_cfg_forced >= 0 ? g_cfg_forced : CFG_DEFAULT];
+    /* the bench's FP8 source is block-scaled (its scales are set below) */
+    const launch_cfg &cfg =
+        g_cfg_forced >= 0 ? k_cfgs[g_cfg_forced] : k_cfgs[fp8 ? CFG_DEFAULT_FP8B : CFG_DEFAULT];
     times = (float *)calloc((size_t)runs, sizeof *times);
     if (!times) {
         rc = nvf_error_set(NVF_E_NOMEM, "out of memory");
