@@ -1,15 +1,12 @@
 /*
- * The conversion pipeline (SPEC section 6). Its threads:
+ * The conversion pipeline (SPEC section 6). Three threads:
  *   - the caller's thread computes the jobs in order: quantization (CPU reference with its own
  *     worker threads, or the CUDA twins) and FP8 dequantization into a buffer per job; it
  *     waits while the buffers in flight exceed --max-host-memory (one job always proceeds);
  *   - a writer thread takes the jobs in the same order, writes the shards (copied tensors are
  *     streamed from the source mapping in chunks), hashes as it writes, finishes each shard
  *     atomically and records it in the progress journal;
- *   - hasher threads compute the SHA-256 of the source files for the manifest, one file at a
- *     time each, up to HASH_THREADS files at once (SHA-256 runs at ~1.2 GB/s on one core even
- *     with SHA-NI: a single hasher was the slowest part of a 23 GB conversion on the H200
- *     machine, 19 s of its 31).
+ *   - a hasher thread computes the SHA-256 of every source file for the manifest.
  * Source pages are released (MADV_DONTNEED) once consumed, so the resident set stays bounded
  * by the buffers in flight plus one job, whatever the checkpoint size.
  */
@@ -66,12 +63,9 @@ typedef struct run_state {
     char **src_names;
     uint64_t *src_bytes;
     char (*src_sha)[65];
-    size_t hash_next; /* the next source file to hash (under mu) */
-    int hash_rc;      /* the first hashing failure (under mu) */
+    int hash_rc;
     char hash_msg[1024];
 } run_state;
-
-#define HASH_THREADS 8
 
 static int stopped(const run_state *rs) {
     return rs->opt->stop && *rs->opt->stop;
@@ -556,28 +550,22 @@ static char *src_path(const run_state *rs, size_t i) {
     return rs->ck->is_file ? strdup(rs->ck->path) : nvf_path_join(rs->ck->dir, rs->src_names[i]);
 }
 
-/* One hasher thread: takes the next unhashed source file until none is left or the run fails. */
 static void *hasher_main(void *arg) {
     run_state *rs = arg;
-    for (;;) {
-        pthread_mutex_lock(&rs->mu);
-        size_t i = rs->hash_next++;
-        int quit = rs->abort || rs->failed || rs->hash_rc;
-        pthread_mutex_unlock(&rs->mu);
-        if (i >= rs->n_src || quit || stopped(rs))
-            break;
+    for (size_t i = 0; i < rs->n_src && !rs->hash_rc; i++) {
         char *path = src_path(rs, i);
         int rc = path ? nvf_sha256_file(rs->src_sha[i], &rs->src_bytes[i], path)
                       : nvf_error_set(NVF_E_NOMEM, "no memory");
         free(path);
         if (rc != NVF_OK) {
-            pthread_mutex_lock(&rs->mu);
-            if (!rs->hash_rc) {
-                rs->hash_rc = rc;
-                snprintf(rs->hash_msg, sizeof rs->hash_msg, "%s", nvf_error_last());
-            }
-            pthread_mutex_unlock(&rs->mu);
+            rs->hash_rc = rc;
+            snprintf(rs->hash_msg, sizeof rs->hash_msg, "%s", nvf_error_last());
         }
+        pthread_mutex_lock(&rs->mu);
+        int quit = rs->abort || rs->failed;
+        pthread_mutex_unlock(&rs->mu);
+        if (quit || stopped(rs))
+            break;
     }
     return NULL;
 }
@@ -932,16 +920,13 @@ static int same_dir(const char *a, const char *b) {
 }
 
 static int run_pipeline(run_state *rs) {
-    pthread_t writer, hasher[HASH_THREADS];
-    int rc = NVF_OK, have_writer = 0, n_hash = 0;
+    pthread_t writer, hasher;
+    int rc = NVF_OK, have_writer = 0;
     rs->cap = rs->p->n_jobs + 1;
     rs->items = calloc(rs->cap, sizeof *rs->items);
     if (!rs->items)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the job queue");
-    while (n_hash < HASH_THREADS && (n_hash == 0 || (size_t)n_hash < rs->n_src) &&
-           pthread_create(&hasher[n_hash], NULL, hasher_main, rs) == 0)
-        n_hash++;
-    if (n_hash == 0)
+    if (pthread_create(&hasher, NULL, hasher_main, rs) != 0)
         return nvf_error_set(NVF_E_NOMEM, "cannot start the hashing thread");
     if (pthread_create(&writer, NULL, writer_main, rs) != 0)
         rc = nvf_error_set(NVF_E_NOMEM, "cannot start the writer thread");
@@ -963,8 +948,7 @@ static int run_pipeline(run_state *rs) {
         }
         pthread_join(writer, NULL);
     }
-    for (int i = 0; i < n_hash; i++)
-        pthread_join(hasher[i], NULL);
+    pthread_join(hasher, NULL);
     /* Buffers the writer never took. */
     for (size_t i = rs->head; i < rs->tail; i++)
         free(rs->items[i % rs->cap].buf);
