@@ -13,6 +13,7 @@
  *      end - begin = prod(shape) * bits(dtype) / 8, row-major, little-endian. Sorted by offset,
  *      the tensors tile the area from 0 to its end with no gap, overlap or trailing byte.
  */
+#define _GNU_SOURCE /* sync_file_range (Linux): the writer starts writeback as it goes */
 #include "nvfp4/safetensors.h"
 
 #include "io/st_json.h"
@@ -36,6 +37,10 @@
 
 /* Writes are gathered into blocks of this size, so that many small chunks cost few syscalls. */
 #define WRITER_BUFFER (4u << 20)
+/* Every WRITEBACK_STEP bytes the writer asks the kernel to start writing them to disk (without
+ * waiting), so that the final fsync has little left: on a machine with much memory the dirty
+ * pages of a 5 GB shard otherwise all wait for that fsync, and the writer with them. */
+#define WRITEBACK_STEP ((uint64_t)64 << 20)
 
 /* Reader --------------------------------------------------------------------------------------- */
 
@@ -522,6 +527,8 @@ struct nvf_st_writer {
     uint64_t data_size; /* sum of sizes */
     uint64_t file_size; /* 8 + N + data_size */
     uint64_t written;   /* data bytes accepted so far */
+    uint64_t file_off;  /* bytes written to fd */
+    uint64_t kicked;    /* writeback started for [0, kicked) */
     uint8_t *buf;       /* pending bytes, header included */
     size_t buf_len;
     uint8_t *header; /* the 8-byte length, JSON and padding, for callers that hash the file */
@@ -540,10 +547,12 @@ static int writer_fail(nvf_st_writer *w, int rc) {
     return rc;
 }
 
-static int writer_flush(nvf_st_writer *w) {
+/* Write all of p to the file, then start the writeback of what has gathered since the last
+ * start (a hint: its failure is ignored, the fsync in nvf_st_writer_finish is the guarantee). */
+static int writer_put(nvf_st_writer *w, const uint8_t *p, size_t len) {
     size_t off = 0;
-    while (off < w->buf_len) {
-        ssize_t k = write(w->fd, w->buf + off, w->buf_len - off);
+    while (off < len) {
+        ssize_t k = write(w->fd, p + off, len - off);
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0)
@@ -551,8 +560,22 @@ static int writer_flush(nvf_st_writer *w) {
                 w, nvf_error_set(NVF_E_IO, "cannot write '%s': %s", w->tmp, strerror(errno)));
         off += (size_t)k;
     }
-    w->buf_len = 0;
+    w->file_off += len;
+#ifdef SYNC_FILE_RANGE_WRITE
+    if (w->file_off - w->kicked >= WRITEBACK_STEP) {
+        (void)sync_file_range(w->fd, (off_t)w->kicked, (off_t)(w->file_off - w->kicked),
+                              SYNC_FILE_RANGE_WRITE);
+        w->kicked = w->file_off;
+    }
+#endif
     return NVF_OK;
+}
+
+static int writer_flush(nvf_st_writer *w) {
+    int rc = writer_put(w, w->buf, w->buf_len);
+    if (rc == NVF_OK)
+        w->buf_len = 0;
+    return rc;
 }
 
 static int entry_bytes(uint64_t *out, const nvf_st_entry *e) {
@@ -749,20 +772,8 @@ int nvf_st_writer_write(nvf_st_writer *w, const void *data, size_t len) {
     const uint8_t *p = data;
     w->written += len;
     while (len > 0) {
-        if (w->buf_len == 0 && len >= WRITER_BUFFER) {
-            /* Large chunks skip the copy. */
-            size_t off = 0;
-            while (off < len) {
-                ssize_t k = write(w->fd, p + off, len - off);
-                if (k < 0 && errno == EINTR)
-                    continue;
-                if (k < 0)
-                    return writer_fail(w, nvf_error_set(NVF_E_IO, "cannot write '%s': %s", w->tmp,
-                                                        strerror(errno)));
-                off += (size_t)k;
-            }
-            return NVF_OK;
-        }
+        if (w->buf_len == 0 && len >= WRITER_BUFFER)
+            return writer_put(w, p, len); /* large chunks skip the copy */
         size_t k = len < WRITER_BUFFER - w->buf_len ? len : WRITER_BUFFER - w->buf_len;
         memcpy(w->buf + w->buf_len, p, k);
         w->buf_len += k;
