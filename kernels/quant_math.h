@@ -137,12 +137,14 @@ NVF_HOST_DEVICE static inline float nvf_qm_sf6h_fast(float vmax, float gs, int b
 }
 
 /* A block scale's decoded value sff = f32(sf) and its encode multiplier enc. The kernels hold
- * them in a shared-memory table indexed by the E4M3 byte (NVF_QM_TAB_N entries: every
- * nonnegative byte the satfinite encoding makes, 0x7F being NaN), filled by nvf_qm_scale_of. */
+ * them in a shared-memory table indexed by the E4M3 byte's low 7 bits (NVF_QM_TAB_N entries,
+ * filled by nvf_qm_scale_of). Scales from a positive global scale are nonnegative bytes; a
+ * negative global scale (min_enc is infinite then) makes negative ones, whose lookup stays in
+ * the table and whose block then takes the exact path. */
 typedef struct nvf_qm_scale {
     float enc, sff;
 } nvf_qm_scale;
-#define NVF_QM_TAB_N 127
+#define NVF_QM_TAB_N 128
 
 NVF_HOST_DEVICE static inline nvf_qm_scale nvf_qm_scale_of(uint8_t sf, float rcp_gs) {
     nvf_qm_scale s;
@@ -156,9 +158,9 @@ NVF_HOST_DEVICE static inline nvf_qm_scale nvf_qm_scale_get(const nvf_qm_scale *
                                                             float rcp_gs) {
 #ifdef __CUDA_ARCH__
     (void)rcp_gs; /* the kernels always pass their table */
-    return tab[sf];
+    return tab[sf & 0x7F];
 #else
-    return tab ? tab[sf] : nvf_qm_scale_of(sf, rcp_gs);
+    return tab ? tab[sf & 0x7F] : nvf_qm_scale_of(sf, rcp_gs);
 #endif
 }
 

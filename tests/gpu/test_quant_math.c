@@ -198,6 +198,9 @@ int main(void) {
             compare(x, 1.0f, &variants[v], min_abs_f32, 0);
             compare(x, ldexpf(1.0f, -sh), &variants[v], min_abs_f32, 0);
             compare(x, ldexpf(1.0f, -sh), &variants[v], 9.18354962e-41f, 1);
+            /* A negative global scale (the library API takes any): negative scale bytes must
+             * not index past the scale table before the block goes to the exact path. */
+            compare(x, -ldexpf(1.0f, -sh), &variants[v], 9.18354962e-41f, 1);
         }
     }
     /* Random hard blocks, finite and with NaN/Inf; random BF16 blocks. */
