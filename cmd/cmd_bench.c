@@ -91,14 +91,24 @@ static const bench_case cases[] = {
      {NVF_QUANT_METHOD_4OVER6, NVF_QUANT_ERROR_MAE, NVF_QUANT_DOMAIN_ORIGINAL, 256}},
 };
 
-static int bench_quant(int threads) {
+/* The benchmark tensor's shape from --size-mb (of BF16) and --cols; a usage error when they or
+ * --runs are out of range. */
+static int bench_shape(int64_t *rows, int64_t *cols) {
     if (g_cols <= 0 || g_cols % NVF_BLOCK != 0 || g_size_mb <= 0 || g_runs <= 0)
         return cli_usage_error(&k_spec, "--cols must be a positive multiple of 16, --size-mb and "
                                         "--runs positive");
-    int64_t cols = g_cols;
-    int64_t rows = (int64_t)g_size_mb * 1000000 / (2 * cols);
-    if (rows < 1)
-        rows = 1;
+    *cols = g_cols;
+    *rows = (int64_t)g_size_mb * 1000000 / (2 * *cols);
+    if (*rows < 1)
+        *rows = 1;
+    return EXIT_OK;
+}
+
+static int bench_quant(int threads) {
+    int64_t rows, cols;
+    int us = bench_shape(&rows, &cols);
+    if (us != EXIT_OK)
+        return us;
     size_t n = (size_t)(rows * cols);
     uint16_t *x = malloc(n * 2);
     uint8_t *packed = malloc(n / 2), *scales = malloc(n / NVF_BLOCK);
@@ -176,13 +186,10 @@ done:
  * yardstick: every row reports GB/s of input, the bytes the pass must move (reads + writes)
  * and their rate as a % of the copy's (read + write) rate. */
 static int bench_quant_cuda(int device, const char *devname) {
-    if (g_cols <= 0 || g_cols % NVF_BLOCK != 0 || g_size_mb <= 0 || g_runs <= 0)
-        return cli_usage_error(&k_spec, "--cols must be a positive multiple of 16, --size-mb and "
-                                        "--runs positive");
-    int64_t cols = g_cols;
-    int64_t rows = (int64_t)g_size_mb * 1000000 / (2 * cols);
-    if (rows < 1)
-        rows = 1;
+    int64_t rows, cols;
+    int us = bench_shape(&rows, &cols);
+    if (us != EXIT_OK)
+        return us;
     double n = (double)rows * (double)cols;
     if (g_config >= 0) {
         int cs = nvf_quant_cuda_set_config((int)g_config, 0);
