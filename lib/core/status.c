@@ -6,6 +6,8 @@
 
 #define NVF_ERROR_MAX 1024
 
+_Static_assert(sizeof(((nvf_error_state *)0)->msg) == NVF_ERROR_MAX, "one message size");
+
 static _Thread_local char g_msg[NVF_ERROR_MAX];
 static _Thread_local int g_code;
 
@@ -84,4 +86,16 @@ int nvf_error_code(void) {
 void nvf_error_clear(void) {
     g_msg[0] = '\0';
     g_code = NVF_OK;
+}
+
+void nvf_error_save(nvf_error_state *out) {
+    out->code = g_code;
+    memcpy(out->msg, g_msg, sizeof out->msg);
+}
+
+int nvf_error_restore(const nvf_error_state *s) {
+    memcpy(g_msg, s->msg, sizeof g_msg);
+    g_msg[sizeof g_msg - 1] = '\0';
+    g_code = s->code;
+    return g_code;
 }

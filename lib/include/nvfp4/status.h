@@ -63,6 +63,21 @@ int nvf_error_code(void);
 /** Forget the calling thread's error. */
 void nvf_error_clear(void);
 
+/** A thread's error (code and message), to carry it to another thread. */
+typedef struct nvf_error_state {
+    int code;
+    char msg[1024];
+} nvf_error_state;
+
+/** Copy the calling thread's error into `out` (a worker thread, before it ends). */
+void nvf_error_save(nvf_error_state *out);
+
+/**
+ * Make `s` the calling thread's error (the thread that joins the worker).
+ * @return s->code.
+ */
+int nvf_error_restore(const nvf_error_state *s);
+
 #ifdef __cplusplus
 }
 #endif
