@@ -1,0 +1,97 @@
+/* nvfp4/backend.h: open/close and the dispatch through the ops table. */
+#include "backend/backend_internal.h"
+
+#include "nvfp4/status.h"
+
+#include <stdlib.h>
+
+int nvf_backend_open(nvf_backend **out, const nvf_device *dev, int threads) {
+    *out = NULL;
+    const nvf_backend_ops *ops = &nvf_backend_cpu_ops;
+    if (dev->kind == NVF_DEVICE_CUDA) {
+#ifdef NVFP4_HAVE_CUDA
+        ops = &nvf_backend_cuda_ops;
+#else
+        return nvf_error_set(NVF_E_DEVICE, "cuda:%d requested but this build has no CUDA support",
+                             dev->index);
+#endif
+    }
+    nvf_backend *b = calloc(1, sizeof *b);
+    if (!b)
+        return nvf_error_set(NVF_E_NOMEM, "no memory for the %s backend", ops->name);
+    b->ops = ops;
+    b->device = *dev;
+    b->threads = threads;
+    int rc = ops->open ? ops->open(b, threads) : NVF_OK;
+    if (rc != NVF_OK) {
+        free(b);
+        return rc;
+    }
+    *out = b;
+    return NVF_OK;
+}
+
+void nvf_backend_close(nvf_backend *b) {
+    if (!b)
+        return;
+    if (b->ops->close)
+        b->ops->close(b);
+    free(b);
+}
+
+const nvf_device *nvf_backend_device(const nvf_backend *b) {
+    return &b->device;
+}
+
+static int missing(const nvf_backend *b, const char *op) {
+    return nvf_error_set(NVF_E_UNSUPPORTED, "the %s backend has no '%s' operation", b->ops->name,
+                         op);
+}
+
+int nvf_backend_amax(nvf_backend *b, float *out, const nvf_quant_source *s, int allow_nonfinite,
+                     const char *name) {
+    if (!b->ops->amax)
+        return missing(b, "amax");
+    return b->ops->amax(b, out, s, allow_nonfinite, name);
+}
+
+int nvf_backend_quantize(nvf_backend *b, uint8_t *packed, uint8_t *scales,
+                         const nvf_quant_source *s, float gs, const nvf_quant_params *p) {
+    if (!b->ops->quantize)
+        return missing(b, "quantize");
+    return b->ops->quantize(b, packed, scales, s, gs, p);
+}
+
+int nvf_backend_quantize_group(nvf_backend *b, float *out_gs, uint8_t *const *packed,
+                               uint8_t *const *scales, const nvf_quant_source *srcs,
+                               const char *const *names, size_t n, const nvf_quant_params *p,
+                               int allow_nonfinite) {
+    if (b->ops->quantize_group)
+        return b->ops->quantize_group(b, out_gs, packed, scales, srcs, names, n, p,
+                                      allow_nonfinite);
+    /* The generic group: the amax of each member, the largest (NaN wins), then each member. */
+    float amax = 0.0f;
+    for (size_t k = 0; k < n; k++) {
+        float a;
+        int rc = nvf_backend_amax(b, &a, &srcs[k], allow_nonfinite, names[k]);
+        if (rc != NVF_OK)
+            return rc;
+        if (a > amax || a != a)
+            amax = a;
+    }
+    float gs = nvf_quant_global_scale(amax, p->e4m3_max);
+    for (size_t k = 0; k < n; k++) {
+        int rc = nvf_backend_quantize(b, packed[k], scales[k], &srcs[k], gs, p);
+        if (rc != NVF_OK)
+            return rc;
+    }
+    *out_gs = gs;
+    return NVF_OK;
+}
+
+int nvf_backend_dequant_bf16(nvf_backend *b, uint8_t *out, const nvf_quant_source *s,
+                             int check_finite, const char *name) {
+    if (!b->ops->dequant_bf16)
+        return missing(b, "dequant_bf16");
+    return b->ops->dequant_bf16(b, out, s, check_finite, name);
+}

@@ -1,0 +1,44 @@
+/*
+ * The ops table behind nvfp4/backend.h: one per backend (backend_cpu.c; backend_cuda.c where
+ * the build has CUDA). nvf_backend_open picks the table of the device once.
+ */
+#ifndef NVFP4_BACKEND_INTERNAL_H
+#define NVFP4_BACKEND_INTERNAL_H
+
+#include "nvfp4/backend.h"
+
+typedef struct nvf_backend_ops {
+    const char *name;
+    /* Create the backend's state for `b->device` (may be NULL: no state). */
+    int (*open)(nvf_backend *b, int threads);
+    void (*close)(nvf_backend *b);
+    int (*amax)(nvf_backend *b, float *out, const nvf_quant_source *s, int allow_nonfinite,
+                const char *name);
+    int (*quantize)(nvf_backend *b, uint8_t *packed, uint8_t *scales, const nvf_quant_source *s,
+                    float gs, const nvf_quant_params *p);
+    /* NULL: amax of each member, then quantize of each (the generic group in backend.c) */
+    int (*quantize_group)(nvf_backend *b, float *out_gs, uint8_t *const *packed,
+                          uint8_t *const *scales, const nvf_quant_source *srcs,
+                          const char *const *names, size_t n, const nvf_quant_params *p,
+                          int allow_nonfinite);
+    int (*dequant_bf16)(nvf_backend *b, uint8_t *out, const nvf_quant_source *s, int check_finite,
+                        const char *name);
+} nvf_backend_ops;
+
+struct nvf_backend {
+    const nvf_backend_ops *ops;
+    nvf_device device;
+    int threads;
+    void *state; /* the backend's own */
+};
+
+extern const nvf_backend_ops nvf_backend_cpu_ops;
+#ifdef NVFP4_HAVE_CUDA
+extern const nvf_backend_ops nvf_backend_cuda_ops;
+#endif
+
+/** CPU dequantization, also the generic path of the other backends' error reports. */
+int nvf_backend_cpu_dequant_bf16(nvf_backend *b, uint8_t *out, const nvf_quant_source *s,
+                                 int check_finite, const char *name);
+
+#endif

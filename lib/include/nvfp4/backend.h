@@ -1,0 +1,85 @@
+/*
+ * The compute backend seam: every operation that can run on the CPU or a GPU is a slot of one
+ * ops table that each backend fills (lib/backend/backend_internal.h). A caller opens the backend
+ * of its device once and calls the operations; it never asks which device it has. A CPU twin
+ * exists for every operation, and the CUDA backend produces the same bytes (tests/gpu compares
+ * them). A backend that lacks an operation answers NVF_E_UNSUPPORTED for it.
+ *
+ * Operations (later issues add `layout` and `moe_gemm`):
+ *   1. amax: maximum magnitude of a source (after FP8-block dequantization);
+ *   2. quantize: NVFP4 codes and block scales of a source with a given global scale;
+ *   3. quantize_group: amax over every member, the global scale from it, then each member
+ *      quantized with it (an expert's gate+up, q/k/v): on a GPU each member is uploaded once;
+ *   4. dequant_bf16: an FP8 (block- or tensor-scaled) or plain source written as BF16:
+ *      bf16(RN(f32(value) * scale)).
+ */
+#ifndef NVFP4_BACKEND_H
+#define NVFP4_BACKEND_H
+
+#include "nvfp4/device.h"
+#include "nvfp4/quant.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct nvf_backend nvf_backend;
+
+/**
+ * Open the backend of `dev` (from nvf_device_select). `threads` is the CPU backend's thread
+ * count (<= 0: one per online core); the CUDA backend ignores it.
+ * @return 0; NVF_E_DEVICE when the device cannot be served (no CUDA in this build, no such
+ * GPU); NVF_E_NOMEM. Close with nvf_backend_close().
+ */
+int nvf_backend_open(nvf_backend **out, const nvf_device *dev, int threads);
+
+/** Release the backend (its buffers, streams and threads); NULL is fine. */
+void nvf_backend_close(nvf_backend *b);
+
+/** The device the backend computes on. */
+const nvf_device *nvf_backend_device(const nvf_backend *b);
+
+/**
+ * Maximum magnitude of a checked source (nvf_quant_source_check). A NaN or infinity is
+ * NVF_E_NONFINITE naming `name` and the first such [row, col] in row-major order unless
+ * `allow_nonfinite` (then NaN is skipped and an infinity makes amax infinite).
+ * @return 0, NVF_E_NONFINITE, NVF_E_NOMEM, NVF_E_CUDA.
+ */
+int nvf_backend_amax(nvf_backend *b, float *out, const nvf_quant_source *s, int allow_nonfinite,
+                     const char *name);
+
+/**
+ * Quantize a checked source with global scale `gs` into host memory owned by the caller:
+ * `packed` rows*cols/2 bytes, `scales` rows*cols/16 bytes (layout in nvfp4/quant.h).
+ * @return 0, NVF_E_NOMEM, NVF_E_CUDA.
+ */
+int nvf_backend_quantize(nvf_backend *b, uint8_t *packed, uint8_t *scales,
+                         const nvf_quant_source *s, float gs, const nvf_quant_params *p);
+
+/**
+ * Quantize `n` checked sources as one global-scale group: amax over all of them (NaN/Inf as in
+ * nvf_backend_amax, the message naming names[k]), gs = nvf_quant_global_scale(amax,
+ * p->e4m3_max) into *out_gs, then member k into packed[k] / scales[k].
+ * @return 0, NVF_E_NONFINITE, NVF_E_NOMEM, NVF_E_CUDA.
+ */
+int nvf_backend_quantize_group(nvf_backend *b, float *out_gs, uint8_t *const *packed,
+                               uint8_t *const *scales, const nvf_quant_source *srcs,
+                               const char *const *names, size_t n, const nvf_quant_params *p,
+                               int allow_nonfinite);
+
+/**
+ * A checked source written as BF16 (little-endian, rows*cols*2 bytes into `out`): each value
+ * bf16(RN(f32(x) * scale)) for FP8-block sources, bf16(RN(x)) otherwise. With
+ * `check_finite`, a NaN or infinity in the result is NVF_E_NONFINITE naming `name` and the
+ * first [row, col]. @return 0, NVF_E_NONFINITE, NVF_E_NOMEM, NVF_E_CUDA.
+ */
+int nvf_backend_dequant_bf16(nvf_backend *b, uint8_t *out, const nvf_quant_source *s,
+                             int check_finite, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
