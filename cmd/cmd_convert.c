@@ -24,7 +24,7 @@ static cli_common g_common;
 static cli_list g_include, g_exclude;
 static const char *g_target, *g_max_shard, *g_input_amax, *g_max_host, *g_devices;
 static const char *g_method, *g_error, *g_domain, *g_e4m3_max;
-static int g_keep_source, g_resume, g_force, g_allow_nonfinite;
+static int g_keep_source, g_resume, g_force, g_allow_nonfinite, g_allow_empty;
 
 static const cli_opt k_opts[] = {
     {"target", "FORMAT", CLI_STRING, &g_target,
@@ -49,6 +49,8 @@ static const cli_opt k_opts[] = {
     {"e4m3-max", "256|448", CLI_STRING, &g_e4m3_max, "override quantization.e4m3_max"},
     {"allow-nonfinite", NULL, CLI_FLAG, &g_allow_nonfinite,
      "pass NaN/Inf through instead of failing"},
+    {"allow-empty", NULL, CLI_FLAG, &g_allow_empty,
+     "convert even when the scope quantizes no tensor (default: exit 2)"},
     {"devices", "LIST", CLI_STRING, &g_devices,
      "spread tensors over these devices: GPU ordinals or cpu, e.g. 0,1 (overrides --device)"},
 };
@@ -229,6 +231,7 @@ int cmd_convert(int argc, char **argv) {
     o.threads = (int)g_common.threads;
     o.max_host_memory = host;
     o.allow_nonfinite = g_allow_nonfinite;
+    o.allow_empty = g_allow_empty;
     nvf_device devices[MAX_DEVICES];
     st = g_devices ? parse_devices(devices, &o.n_devices, g_devices)
                    : nvf_device_select(&o.device, g_common.device);

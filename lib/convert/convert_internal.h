@@ -99,9 +99,15 @@ int cv_writer_finish(cv_writer *w, cv_shard *s);
 /** Remove the temporary file and free; NULL is fine. */
 void cv_writer_abort(cv_writer *w);
 
-/** The quantization_config of config.json and the hf_quant_config.json document. */
+/** The quantization_config of config.json and the hf_quant_config.json document.
+ * @return a new document, or NULL when out of memory. */
 cJSON *cv_meta_quant_config(const cv_plan *p, int mixed);
 cJSON *cv_meta_hf_quant_config(const cv_plan *p, int mixed);
+
+/** The output config.json: the source config (NULL: none) with the quantization_config above and,
+ * unless `mixed`, without plan entries naming FP8 scale parameters. @return a new document or
+ * NULL. */
+cJSON *cv_meta_config(const cv_plan *p, const cJSON *source_config, int mixed);
 
 /** Write a JSON document atomically (2-space indent), hashing the bytes written. */
 int cv_write_json(const char *path, const cJSON *doc, char sha256[65], uint64_t *bytes);

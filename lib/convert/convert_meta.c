@@ -14,77 +14,179 @@
  *      "input_activations": {"num_bits": 4, "type": "float", "group_size": 16,
  *      "dynamic": false}}}
  *   3. "ignore": the exclude_modules list; "producer"; "quantized_layers" when mixed.
+ * config.json is the source's, with that "quantization_config", and with the entries of its
+ * parallelism plans (base_model_tp_plan, base_model_ep_plan) that name FP8 scale parameters
+ * ("..._scale_inv") removed unless FP8 tensors are kept (MIXED_PRECISION).
  */
 #include "convert/convert_internal.h"
 
 #include "nvfp4/fileio.h"
+#include "nvfp4/log.h"
 #include "nvfp4/status.h"
 #include "nvfp4/version.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static cJSON *producer(void) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", "nvfp4tool");
-    cJSON_AddStringToObject(o, "version", nvf_version());
+/*
+ * Every cJSON allocation is checked: a builder collects the first failure, and a document
+ * with any failed allocation is deleted and reported as NULL (the callers' NVF_E_NOMEM).
+ */
+typedef struct jb {
+    int failed;
+} jb;
+
+static cJSON *jb_take(jb *b, cJSON *item) {
+    if (!item)
+        b->failed = 1;
+    return item;
+}
+
+static cJSON *jb_obj(jb *b, cJSON *parent, const char *key) {
+    return parent ? jb_take(b, cJSON_AddObjectToObject(parent, key)) : NULL;
+}
+
+static void jb_str(jb *b, cJSON *o, const char *key, const char *v) {
+    if (o)
+        jb_take(b, cJSON_AddStringToObject(o, key, v));
+}
+
+static void jb_num(jb *b, cJSON *o, const char *key, double v) {
+    if (o)
+        jb_take(b, cJSON_AddNumberToObject(o, key, v));
+}
+
+/* Attach `item` (owned) under `key`; on failure it is deleted. */
+static void jb_put(jb *b, cJSON *o, const char *key, cJSON *item) {
+    if (!o || !item || !cJSON_AddItemToObject(o, key, item)) {
+        cJSON_Delete(item);
+        b->failed = 1;
+    }
+}
+
+/* The document, or NULL (deleted) when any allocation failed. */
+static cJSON *jb_done(jb *b, cJSON *doc) {
+    if (b->failed || !doc) {
+        cJSON_Delete(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+static cJSON *producer(jb *b) {
+    cJSON *o = jb_take(b, cJSON_CreateObject());
+    jb_str(b, o, "name", "nvfp4tool");
+    jb_str(b, o, "version", nvf_version());
     return o;
 }
 
-static cJSON *quantized_layers(const cv_plan *p) {
-    cJSON *o = cJSON_CreateObject();
+static cJSON *quantized_layers(jb *b, const cv_plan *p) {
+    cJSON *o = jb_take(b, cJSON_CreateObject());
     const cJSON *it;
     cJSON_ArrayForEach(it, p->nvfp4_modules) {
-        cJSON *l = cJSON_AddObjectToObject(o, it->valuestring);
-        cJSON_AddStringToObject(l, "quant_algo", "NVFP4");
-        cJSON_AddNumberToObject(l, "group_size", 16);
+        cJSON *l = jb_obj(b, o, it->valuestring);
+        jb_str(b, l, "quant_algo", "NVFP4");
+        jb_num(b, l, "group_size", 16);
     }
     cJSON_ArrayForEach(it, p->fp8_modules) {
-        cJSON *l = cJSON_AddObjectToObject(o, it->string);
-        cJSON_AddStringToObject(l, "quant_algo", it->valuestring);
+        cJSON *l = jb_obj(b, o, it->string);
+        jb_str(b, l, "quant_algo", it->valuestring);
     }
     return o;
 }
 
-static cJSON *fp4_args(void) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "num_bits", 4);
-    cJSON_AddStringToObject(o, "type", "float");
-    cJSON_AddNumberToObject(o, "group_size", 16);
-    cJSON_AddBoolToObject(o, "dynamic", 0);
+static cJSON *fp4_args(jb *b) {
+    cJSON *o = jb_take(b, cJSON_CreateObject());
+    jb_num(b, o, "num_bits", 4);
+    jb_str(b, o, "type", "float");
+    jb_num(b, o, "group_size", 16);
+    if (o)
+        jb_take(b, cJSON_AddBoolToObject(o, "dynamic", 0));
     return o;
 }
 
 cJSON *cv_meta_quant_config(const cv_plan *p, int mixed) {
-    cJSON *q = cJSON_CreateObject();
-    cJSON_AddStringToObject(q, "quant_method", "modelopt");
-    cJSON_AddStringToObject(q, "quant_algo", mixed ? "MIXED_PRECISION" : "NVFP4");
-    cJSON_AddNumberToObject(q, "group_size", 16);
-    cJSON_AddNullToObject(q, "kv_cache_scheme");
-    cJSON *groups = cJSON_AddObjectToObject(q, "config_groups");
-    cJSON *g0 = cJSON_AddObjectToObject(groups, "group_0");
-    cJSON *targets = cJSON_AddArrayToObject(g0, "targets");
-    cJSON_AddItemToArray(targets, cJSON_CreateString("Linear"));
-    cJSON_AddItemToObject(g0, "weights", fp4_args());
-    cJSON_AddItemToObject(g0, "input_activations", fp4_args());
-    cJSON_AddItemToObject(q, "ignore", cJSON_Duplicate(p->exclude_modules, 1));
+    jb b = {0};
+    cJSON *q = jb_take(&b, cJSON_CreateObject());
+    jb_str(&b, q, "quant_method", "modelopt");
+    jb_str(&b, q, "quant_algo", mixed ? "MIXED_PRECISION" : "NVFP4");
+    jb_num(&b, q, "group_size", 16);
+    if (q)
+        jb_take(&b, cJSON_AddNullToObject(q, "kv_cache_scheme"));
+    cJSON *g0 = jb_obj(&b, jb_obj(&b, q, "config_groups"), "group_0");
+    cJSON *targets = g0 ? jb_take(&b, cJSON_AddArrayToObject(g0, "targets")) : NULL;
+    cJSON *linear = jb_take(&b, cJSON_CreateString("Linear"));
+    if (!targets || !linear || !cJSON_AddItemToArray(targets, linear)) {
+        if (!targets)
+            cJSON_Delete(linear);
+        b.failed = 1;
+    }
+    jb_put(&b, g0, "weights", fp4_args(&b));
+    jb_put(&b, g0, "input_activations", fp4_args(&b));
+    jb_put(&b, q, "ignore", jb_take(&b, cJSON_Duplicate(p->exclude_modules, 1)));
     if (mixed)
-        cJSON_AddItemToObject(q, "quantized_layers", quantized_layers(p));
-    cJSON_AddItemToObject(q, "producer", producer());
-    return q;
+        jb_put(&b, q, "quantized_layers", quantized_layers(&b, p));
+    jb_put(&b, q, "producer", producer(&b));
+    return jb_done(&b, q);
 }
 
 cJSON *cv_meta_hf_quant_config(const cv_plan *p, int mixed) {
-    cJSON *doc = cJSON_CreateObject();
-    cJSON_AddItemToObject(doc, "producer", producer());
-    cJSON *q = cJSON_AddObjectToObject(doc, "quantization");
-    cJSON_AddStringToObject(q, "quant_algo", mixed ? "MIXED_PRECISION" : "NVFP4");
-    cJSON_AddNullToObject(q, "kv_cache_quant_algo");
-    cJSON_AddNumberToObject(q, "group_size", 16);
-    cJSON_AddItemToObject(q, "exclude_modules", cJSON_Duplicate(p->exclude_modules, 1));
+    jb b = {0};
+    cJSON *doc = jb_take(&b, cJSON_CreateObject());
+    jb_put(&b, doc, "producer", producer(&b));
+    cJSON *q = jb_obj(&b, doc, "quantization");
+    jb_str(&b, q, "quant_algo", mixed ? "MIXED_PRECISION" : "NVFP4");
+    if (q)
+        jb_take(&b, cJSON_AddNullToObject(q, "kv_cache_quant_algo"));
+    jb_num(&b, q, "group_size", 16);
+    jb_put(&b, q, "exclude_modules", jb_take(&b, cJSON_Duplicate(p->exclude_modules, 1)));
     if (mixed)
-        cJSON_AddItemToObject(q, "quantized_layers", quantized_layers(p));
-    return doc;
+        jb_put(&b, q, "quantized_layers", quantized_layers(&b, p));
+    return jb_done(&b, doc);
+}
+
+/*
+ * Transformers' tensor-parallel / expert-parallel plans (base_model_tp_plan,
+ * base_model_ep_plan, in the config or its text_config) name the runtime parameters of the
+ * source's quantization, such as FP8's "..._scale_inv". A checkpoint that keeps no FP8 tensor
+ * has no such parameter: drop those entries and keep every other one. A MIXED_PRECISION output
+ * (FP8 tensors kept) keeps them all.
+ */
+static void prune_plans(cJSON *cfg) {
+    cJSON *it;
+    cJSON_ArrayForEach(it, cfg) {
+        size_t n = it->string ? strlen(it->string) : 0;
+        if (cJSON_IsObject(it) && it->string && strcmp(it->string, "text_config") == 0) {
+            prune_plans(it);
+            continue;
+        }
+        if (!cJSON_IsObject(it) || n < 5 || strcmp(it->string + n - 5, "_plan") != 0)
+            continue;
+        cJSON *e = it->child;
+        while (e) {
+            cJSON *next = e->next;
+            size_t k = e->string ? strlen(e->string) : 0;
+            if (k >= 10 && strcmp(e->string + k - 10, "_scale_inv") == 0) {
+                nvf_log(NVF_LOG_DEBUG, "config.json: %s: dropping '%s' (no FP8 tensor kept)",
+                        it->string, e->string);
+                cJSON_Delete(cJSON_DetachItemViaPointer(it, e));
+            }
+            e = next;
+        }
+    }
+}
+
+cJSON *cv_meta_config(const cv_plan *p, const cJSON *source_config, int mixed) {
+    jb b = {0};
+    cJSON *cfg =
+        jb_take(&b, source_config ? cJSON_Duplicate(source_config, 1) : cJSON_CreateObject());
+    if (cfg) {
+        cJSON_DeleteItemFromObjectCaseSensitive(cfg, "quantization_config");
+        if (!mixed)
+            prune_plans(cfg);
+    }
+    jb_put(&b, cfg, "quantization_config", cv_meta_quant_config(p, mixed));
+    return jb_done(&b, cfg);
 }
 
 int cv_write_json(const char *path, const cJSON *doc, char sha256[65], uint64_t *bytes) {

@@ -387,6 +387,38 @@ static int assign_shards(cv_plan *p, uint64_t max_shard) {
     return NVF_OK;
 }
 
+/* Append `globs` to `buf` as 'a', 'b' (or "(none)"). */
+static void glob_list(char *buf, size_t cap, char *const *globs, size_t n) {
+    size_t k = strlen(buf);
+    if (n == 0)
+        snprintf(buf + k, cap - k, "(none)");
+    for (size_t i = 0; i < n && k < cap; i++) {
+        snprintf(buf + k, cap - k, "%s'%s'", i ? ", " : "", globs[i]);
+        k = strlen(buf);
+    }
+}
+
+/*
+ * A conversion that quantizes nothing would write an "NVFP4" checkpoint with no NVFP4 tensor:
+ * a usage error naming the globs (and, when weights matched but cannot be quantized, why).
+ */
+static int nothing_in_scope(const nvf_ckpt *ck, const nvf_recipe *r, const nvf_plan *sp) {
+    char inc[512] = "", exc[512] = "", why[256] = "";
+    glob_list(inc, sizeof inc, r->include, r->n_include);
+    glob_list(exc, sizeof exc, r->exclude, r->n_exclude);
+    for (size_t i = 0; i < ck->n_tensors; i++) {
+        if (sp->entries[i].action == NVF_PLAN_SKIP) {
+            snprintf(why, sizeof why, " (%zu weights in scope cannot be quantized, e.g. '%s': %s)",
+                     sp->n_skip, ck->tensors[i].st->name, sp->entries[i].reason);
+            break;
+        }
+    }
+    return nvf_error_set(NVF_E_INVALID,
+                         "nothing to quantize in '%s': no weight of its %zu tensors matches "
+                         "--include %s (excluding %s)%s; use --allow-empty to convert anyway",
+                         ck->path, ck->n_tensors, inc, exc, why);
+}
+
 int cv_plan_build(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *opt) {
     const nvf_recipe *r = opt->recipe;
     size_t n = ck->n_tensors;
@@ -449,6 +481,8 @@ int cv_plan_build(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *
         if (rc == NVF_OK)
             rc = add_keep_job(&b, ck, i, dequant);
     }
+    if (rc == NVF_OK && p->counts.tensors_quantized == 0 && !opt->allow_empty)
+        rc = nothing_in_scope(ck, r, p->scope);
     if (rc != NVF_OK)
         goto done;
     for (size_t i = 0; i < p->n_jobs; i++) {

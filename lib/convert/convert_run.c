@@ -873,12 +873,7 @@ static int finish_outputs(run_state *rs) {
     if (rc == NVF_OK)
         rc = write_json_file(rs, m, "hf_quant_config.json", cv_meta_hf_quant_config(p, mixed));
     if (rc == NVF_OK) {
-        cJSON *cfg = rs->ck->config ? cJSON_Duplicate(rs->ck->config, 1) : cJSON_CreateObject();
-        if (cfg) {
-            cJSON_DeleteItemFromObjectCaseSensitive(cfg, "quantization_config");
-            cJSON_AddItemToObject(cfg, "quantization_config", cv_meta_quant_config(p, mixed));
-        }
-        rc = write_json_file(rs, m, "config.json", cfg);
+        rc = write_json_file(rs, m, "config.json", cv_meta_config(p, rs->ck->config, mixed));
     }
     if (rc == NVF_OK) {
         m->summary = summary_doc(rs);

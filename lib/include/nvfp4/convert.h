@@ -60,6 +60,7 @@ typedef struct nvf_convert_options {
     int threads;                 /* CPU quantizer threads; <= 0: one per online core */
     uint64_t max_host_memory;    /* bytes of tensor buffers in flight (plus one job) */
     int allow_nonfinite;         /* pass NaN/Inf through instead of failing */
+    int allow_empty;             /* a scope that quantizes nothing is not an error */
     volatile sig_atomic_t *stop; /* set non-zero (from a signal handler) to stop; or NULL */
     nvf_convert_progress_fn progress;
     void *progress_user;
