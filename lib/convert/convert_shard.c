@@ -1,12 +1,13 @@
 /*
  * The shard writer of convert: the safetensors streaming writer (lib/io), with the file's
- * SHA-256 and every tensor's CRC-32 computed on the bytes as they are written, so the outputs
- * are never read back. The file layout and the NAME.tmp + fsync + rename + directory fsync
- * protocol are the safetensors writer's.
+ * SHA-256 and every tensor's CRC-32 computed on the bytes as they are written (the three on
+ * pool threads side by side), so the outputs are never read back. The file layout and the NAME.tmp
+ * + fsync + rename + directory fsync protocol are the safetensors writer's.
  */
 #include "convert/convert_internal.h"
 
 #include "nvfp4/fileio.h"
+#include "nvfp4/pool.h"
 #include "nvfp4/status.h"
 
 #include <stdlib.h>
@@ -61,12 +62,32 @@ done:
     return NVF_OK;
 }
 
+/* The three consumers of a chunk: the file, its SHA-256, the tensor's CRC-32. */
+typedef struct write_part {
+    cv_writer *w;
+    cv_out *o;
+    const void *data;
+    size_t len;
+} write_part;
+
+static int write_task(void *ctx, size_t i) {
+    write_part *p = ctx;
+    if (i == 0)
+        return nvf_st_writer_write(p->w->st, p->data, p->len);
+    if (i == 1)
+        return nvf_sha256_update(p->w->sha, p->data, p->len);
+    p->o->crc32 = nvf_crc32(p->o->crc32, p->data, p->len);
+    return NVF_OK;
+}
+
+/* Below this a chunk is consumed on the calling thread: a pool hand-off costs more. */
+#define PARALLEL_MIN ((size_t)1 << 20)
+
 int cv_writer_write(cv_writer *w, cv_out *o, const void *data, size_t len) {
-    o->crc32 = nvf_crc32(o->crc32, data, len);
-    int rc = nvf_st_writer_write(w->st, data, len);
-    if (rc == NVF_OK)
-        rc = nvf_sha256_update(w->sha, data, len);
-    return rc;
+    /* Writing, hashing and the CRC each run at 1.5-4 GB/s on one core; on three threads the
+     * chunk takes as long as the slowest of them instead of their sum. */
+    write_part part = {w, o, data, len};
+    return nvf_pool_run(len >= PARALLEL_MIN ? nvf_pool_global() : NULL, 3, 3, write_task, &part);
 }
 
 int cv_writer_finish(cv_writer *w, cv_shard *s) {
