@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the device machine after `tests/gpu/device-run.sh build`: end-to-end conversion on the
 # GPU against the CPU, and the conversion rate of a large synthetic FP8 checkpoint against the
-# storage floor measured in the same run.
+# storage floor measured in the same run, then with the source in the page cache (GPU and
+# CPU-only input rates).
 #   tests/gpu/device-convert.sh [SIZE]   SIZE: small (default) or large (~20 GB)
 # Writes $OUT/convert-e2e.json.
 set -uo pipefail
@@ -73,10 +74,29 @@ if [ "$mode" = large ]; then
     secs=$(calc "$t1 - $t0")
     floor=$(calc "$src_bytes / ($read_gbs * 1e9) + $out_bytes / ($write_gbs * 1e9)")
     ratio=$(calc "$secs / $floor")
-    printf ' "large": {"source_bytes": %s, "output_bytes": %s, "page_cache_dropped": %s, "read_gbs": %.3f, "write_gbs": %.3f, "floor_s": %.2f, "convert_s": %.2f, "ratio": %.3f},\n' \
-        "$src_bytes" "$out_bytes" "$cold" "$read_gbs" "$write_gbs" "$floor" "$secs" "$ratio" >>"$res"
-    printf 'large: %.1f GB in, %.1f GB out; read %.2f GB/s, write %.2f GB/s; floor %.1f s; convert %.1f s (%.2fx floor)\n' \
-        "$(calc "$src_bytes/1e9")" "$(calc "$out_bytes/1e9")" "$read_gbs" "$write_gbs" "$floor" "$secs" "$ratio"
+    rss=$(python3 -c "import json;print(json.load(open('$OUT/convert-big.json'))['peak_rss_bytes'])")
+    printf ' "large": {"source_bytes": %s, "output_bytes": %s, "page_cache_dropped": %s, "read_gbs": %.3f, "write_gbs": %.3f, "floor_s": %.2f, "convert_s": %.2f, "ratio": %.3f, "peak_rss_bytes": %s},\n' \
+        "$src_bytes" "$out_bytes" "$cold" "$read_gbs" "$write_gbs" "$floor" "$secs" "$ratio" "$rss" >>"$res"
+    printf 'large: %.1f GB in, %.1f GB out; read %.2f GB/s, write %.2f GB/s; floor %.1f s; convert %.1f s (%.2fx floor), peak RSS %.2f GB\n' \
+        "$(calc "$src_bytes/1e9")" "$(calc "$out_bytes/1e9")" "$read_gbs" "$write_gbs" "$floor" "$secs" "$ratio" "$(calc "$rss/1e9")"
+    # 3. The same conversion with the source in the page cache (the host pipeline's own rate),
+    #    on the GPU and then on the CPU alone (all cores): input GB/s.
+    for d in "${devopt[*]}" "--device cpu"; do
+        rm -rf "$work/bigout"
+        sync
+        cat "$big"/*.safetensors >/dev/null
+        t0=$(date +%s.%N)
+        "$tool" convert "$big" "$work/bigout" $d --json --quiet >"$OUT/convert-warm.json" || rc=1
+        t1=$(date +%s.%N)
+        secs=$(calc "$t1 - $t0")
+        rss=$(python3 -c "import json;print(json.load(open('$OUT/convert-warm.json'))['peak_rss_bytes'])")
+        key=$([ "$d" = "--device cpu" ] && echo cpu || echo dev)
+        printf ' "cached_%s": {"options": "%s", "convert_s": %.2f, "input_gbs": %.3f, "peak_rss_bytes": %s},\n' \
+            "$key" "$d" "$secs" "$(calc "$src_bytes / $secs / 1e9")" "$rss" >>"$res"
+        printf 'cached (%s): convert %.1f s = %.2f GB/s of input, peak RSS %.2f GB\n' \
+            "$d" "$secs" "$(calc "$src_bytes / $secs / 1e9")" "$(calc "$rss/1e9")"
+    done
+    rm -f "$OUT/convert-warm.json"
     rm -rf "$big" "$work/bigout"
 fi
 echo " \"rc\": $rc" >>"$res"
