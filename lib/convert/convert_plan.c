@@ -12,6 +12,8 @@
  */
 #include "convert/convert_internal.h"
 
+#include "io/json_strict.h"
+
 #include "nvfp4/fileio.h"
 #include "nvfp4/format.h"
 #include "nvfp4/log.h"
@@ -542,13 +544,10 @@ void cv_plan_free(cv_plan *p) {
 int cv_plan_input_scales(cv_plan *p, const char *path) {
     if (!path)
         return NVF_OK;
-    char *text = NULL;
-    size_t len = 0;
-    int rc = nvf_file_read_all(&text, &len, path, 256u << 20);
+    cJSON *doc = NULL;
+    int rc = nvf_json_read_strict(&doc, path, 256u << 20, "--input-amax file", NVF_E_INVALID);
     if (rc != NVF_OK)
         return rc;
-    cJSON *doc = cJSON_ParseWithLength(text, len);
-    free(text);
     if (!cJSON_IsObject(doc)) {
         cJSON_Delete(doc);
         return nvf_error_set(NVF_E_INVALID, "--input-amax '%s': not a JSON object", path);
