@@ -95,6 +95,18 @@ int nvf_fsync_parent_dir(const char *path) {
     return rc;
 }
 
+int nvf_file_create_tmp(const char *tmp) {
+    struct stat sb;
+    if (lstat(tmp, &sb) == 0 && !S_ISDIR(sb.st_mode) && unlink(tmp) != 0 && errno != ENOENT) {
+        nvf_error_set(NVF_E_IO, "cannot remove the stale '%s': %s", tmp, strerror(errno));
+        return -1;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        nvf_error_set(NVF_E_IO, "cannot create '%s': %s", tmp, strerror(errno));
+    return fd;
+}
+
 int nvf_file_write_atomic(const char *path, const void *data, size_t len) {
     size_t n = strlen(path) + 5;
     char *tmp = malloc(n);
@@ -102,9 +114,9 @@ int nvf_file_write_atomic(const char *path, const void *data, size_t len) {
         return nvf_error_set(NVF_E_NOMEM, "no memory");
     snprintf(tmp, n, "%s.tmp", path);
     int rc = NVF_OK;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = nvf_file_create_tmp(tmp);
     if (fd < 0) {
-        rc = nvf_error_set(NVF_E_IO, "cannot create '%s': %s", tmp, strerror(errno));
+        rc = nvf_error_code();
         goto done;
     }
     rc = write_full(fd, data, len, tmp);

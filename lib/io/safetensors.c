@@ -734,9 +734,9 @@ int nvf_st_writer_open(nvf_st_writer **out, const char *path, const nvf_st_entry
     w->header_len = hb.len;
     hb.p = NULL;
 
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    w->fd = nvf_file_create_tmp(w->tmp);
     if (w->fd < 0) {
-        rc = nvf_error_set(NVF_E_IO, "cannot create '%s': %s", w->tmp, strerror(errno));
+        rc = nvf_error_code();
         goto done;
     }
     /* The header goes through the same buffer as the data; a large header is written now. */
