@@ -27,10 +27,10 @@ intact hash "$tmp/ck/nvfp4-manifest.json"
 
 mkdir -p "$tmp/syn"
 plant "$tmp/syn/config.json"
-plant "$tmp/syn/model-00001-of-00001.safetensors"
+plant "$tmp/syn/model-00002-of-00003.safetensors"
 "$NVFP4TOOL" synth "$tmp/syn" --preset qwen3-moe --dtype bf16 --quiet --force >/dev/null
 intact synth "$tmp/syn/config.json"
-intact synth "$tmp/syn/model-00001-of-00001.safetensors"
+intact synth "$tmp/syn/model-00002-of-00003.safetensors"
 "$NVFP4TOOL" inspect "$tmp/syn" --quiet >/dev/null
 
 mkdir -p "$tmp/out"
