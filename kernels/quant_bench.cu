@@ -68,6 +68,7 @@ extern "C" int nvf_cuda_quant_bench(nvf_cuda_quant *q, double *out_s, nvf_dtype 
     uint8_t *d_in = NULL, *d_out = NULL;
     float *d_scale = NULL, *times = NULL;
     unsigned int *d_amax = NULL;
+    unsigned long long *d_bad = NULL;
     cudaEvent_t ev0 = NULL, ev1 = NULL;
     cudaStream_t st = ctx->streams[0];
     nvf_quant_source s;
@@ -88,6 +89,7 @@ extern "C" int nvf_cuda_quant_bench(nvf_cuda_quant *q, double *out_s, nvf_dtype 
     NVF_CUDA_TRY(cudaMalloc((void **)&d_out, pass == 2 ? in_bytes : out_bytes));
     NVF_CUDA_TRY(cudaMalloc((void **)&d_scale, (size_t)nsc * sizeof(float)));
     NVF_CUDA_TRY(cudaMalloc((void **)&d_amax, sizeof *d_amax));
+    NVF_CUDA_TRY(cudaMalloc((void **)&d_bad, sizeof *d_bad));
     NVF_CUDA_TRY(cudaEventCreate(&ev0));
     NVF_CUDA_TRY(cudaEventCreate(&ev1));
     fill_kernel<<<ctx->sms * 8, 256, 0, st>>>(d_in, n, fp8);
@@ -103,6 +105,7 @@ extern "C" int nvf_cuda_quant_bench(nvf_cuda_quant *q, double *out_s, nvf_dtype 
     j.scale = fp8 ? d_scale : NULL;
     j.ncb = ceil_div64(cols, 128);
     j.amax = d_amax;
+    j.bad = d_bad; /* the data is finite: never written */
     for (int r = -3; r < runs; r++) {
         if (stop && *stop) {
             rc = nvf_error_set(NVF_E_INTERRUPTED, "bench quant: interrupted");
@@ -136,6 +139,7 @@ done:
     cudaFree(d_out);
     cudaFree(d_scale);
     cudaFree(d_amax);
+    cudaFree(d_bad);
     free(times);
     return rc;
 }

@@ -118,7 +118,7 @@ static int cpu_bench_quant(nvf_backend *b, double *out_s, nvf_dtype dtype, int64
     if (dtype != NVF_DTYPE_BF16 || pass == NVF_BACKEND_BENCH_COPY)
         return nvf_error_set(NVF_E_UNSUPPORTED, "bench quant: the cpu backend times BF16 "
                                                 "quantization only");
-    cpu_state *st;
+    cpu_state *st = NULL;
     int rc = bench_data(b, &st, (size_t)rows * (size_t)cols);
     if (rc != NVF_OK)
         return rc;
