@@ -31,7 +31,8 @@ static const cli_opt k_opts[] = {
     {"runs", "N", CLI_INT, &g_runs,
      "timed runs per case; the median is reported (default 5; 25 with --device cuda)"},
     {"config", "N", CLI_INT, &g_config,
-     "quant --device cuda: launch configuration 0.. (default: the launcher's own)"},
+     "quant on a GPU: launch configuration 0.. (default: the launcher's own; a usage error "
+     "on the CPU)"},
 };
 
 static const cli_spec k_spec = {
@@ -40,7 +41,9 @@ static const cli_spec k_spec = {
     .summary = "Performance tables (SPEC section 9).",
     .details = "bench quant: quantize BF16 N(0,1)-like data with RTN and every 4over6 variant,\n"
                "with the global scale given (quantize) and for a whole tensor (amax+quantize);\n"
-               "median of --runs runs; GB/s of BF16 input, in all and per thread.\n"
+               "median of --runs runs; GB/s of BF16 input, in all and per thread. On a GPU\n"
+               "also FP8-block input and each pass against the device copy bandwidth.\n"
+               "SIGINT/SIGTERM stop it between runs (exit 5).\n"
                "bench moe: not implemented yet.\n",
     .opts = k_opts,
     .n_opts = sizeof k_opts / sizeof k_opts[0],

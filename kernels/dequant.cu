@@ -2,7 +2,8 @@
  * BF16 dequantization on the GPU: every value of a checked source as nvf_quant_source_load_row
  * gives it (FP8-block values bf16(RN(f32(fp8) * scale)), others exact), then rounded to BF16 by
  * nvf_f32_to_bf16_rn — the same format.h functions and the same single rounded multiply as the
- * CPU backend's nvf_backend_cpu_dequant_bf16, so the bytes (NaN payloads included) are equal.
+ * CPU backend's nvf_backend_cpu_dequant_bf16, so the bytes (NaN signs and payloads included) are
+ * equal.
  */
 #include "quant_launch.h"
 
@@ -29,7 +30,14 @@ __device__ static float dq_value(const quant_job &j, int32_t dtype, int64_t br, 
         int64_t row = j.w != j.cols ? j.row0 : j.row0 + l / j.w;
         int64_t col = j.w != j.cols ? j.col0 + l : l % j.w;
         float m = j.scale[(row / br - j.srow0) * j.ncb + col / bc];
-        return nvf_bf16_to_f32(nvf_f32_to_bf16_rn(__fmul_rn(v, m)));
+        float x = __fmul_rn(v, m);
+        /* A NaN product as the host's SSE multiply gives it (the NaN operand, quieted; the
+         * value's when both are NaN), not the GPU's canonical NaN: the bytes keep its sign. */
+        if (v != v)
+            x = v;
+        else if (m != m)
+            x = nvf_f32_from_bits(nvf_f32_bits(m) | 0x00400000u);
+        return nvf_bf16_to_f32(nvf_f32_to_bf16_rn(x));
     }
     }
 }

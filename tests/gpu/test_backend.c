@@ -6,8 +6,9 @@
  * and NVFP4_CUDA_GROUP_BUDGET; the group's gs also checked against nvf_quant_global_scale of
  * the members' nvf_quant_amax_ref) and dequant_bf16 (check_finite both ways), on hard inputs:
  * E2M1 ties, zeros, subnormal E4M3 scales, amax beyond 448*6, 1e30 / 1e-30, NaN/Inf, values
- * that overflow BF16, odd shapes, BF16/F16/F32/E4M3/E5M2 and FP8-block sources (F32, BF16 and
- * E8M0 scales, partial edge blocks, block widths not a multiple of 16), with the default
+ * that overflow BF16, odd shapes (one block, one row, rows not a multiple of 128, 16*odd
+ * columns, a group bigger than a staging chunk), BF16/F16/F32/E4M3/E5M2 and FP8-block sources (F32,
+ * BF16 and E8M0 scales, partial edge blocks, block widths not a multiple of 16), with the default
  * staging chunk and a 4 KiB one (rows split into pieces). Also the per-call wrappers of
  * nvfp4/quant_cuda.h. The first mismatching blocks are printed in hex (at most 10). Exit 77
  * (skip) without a GPU.
@@ -142,8 +143,8 @@ static void plain(tensor *t, nvf_dtype d, int64_t rows, int64_t cols, int gen) {
     CHECK(t->data && nvf_quant_source_check(&t->s, "t") == 0);
 }
 
-/* FP8-block: br x bc blocks, scales of `sd`; bytes 0x7F/0xFF (NaN) only when `nonfinite`; a
- * few scales huge when `overflow` (products beyond BF16). */
+/* FP8-block: br x bc blocks, scales of `sd`; bytes 0x7F/0xFF (NaN) only when `nonfinite`; every
+ * third scale huge when `overflow` is 1 (products beyond BF16), NaN when it is 2. */
 static void fp8(tensor *t, int64_t rows, int64_t cols, int64_t br, int64_t bc, nvf_dtype sd,
                 int nonfinite, int overflow) {
     size_t n = (size_t)(rows * cols);
@@ -163,9 +164,10 @@ static void fp8(tensor *t, int64_t rows, int64_t cols, int64_t br, int64_t bc, n
     for (size_t i = 0; i < ns; i++) {
         float m = ldexpf(1.0f, (int)(rnd32() % 24) - 16);
         if (overflow && i % 3 == 0)
-            m = 1e36f;
+            m = overflow == 2 ? -NAN : 1e36f;
         if (sd == NVF_DTYPE_F8_E8M0)
-            t->scale[i] = (uint8_t)(overflow && i % 3 == 0 ? 250 : 127 + (int)(rnd32() % 24) - 16);
+            t->scale[i] = (uint8_t)(overflow && i % 3 == 0 ? (overflow == 2 ? 255 : 250)
+                                                           : 127 + (int)(rnd32() % 24) - 16);
         else
             put(t->scale, sd, i, (rnd32() & 1) ? m : m * 1.37f);
     }
@@ -410,6 +412,28 @@ static void group_cases(void) {
     tensor_free(&t[1]);
 }
 
+/* A group larger than one staging chunk (64 MiB of BF16 per member) on both paths, and the
+ * smallest tensors (one block). */
+static void big_group(void) {
+    tensor t[2];
+    plain(&t[0], NVF_DTYPE_BF16, 2048, 16384, 0);
+    plain(&t[1], NVF_DTYPE_BF16, 2050, 16384, 1);
+    compare_group("big bf16 gate+up", t, 2, &k_variants[0], 0, 0);
+    compare_group("big bf16 gate+up", t, 2, &k_variants[1], 0, 1);
+    tensor_free(&t[0]);
+    tensor_free(&t[1]);
+    plain(&t[0], NVF_DTYPE_BF16, 1, 16, 1);
+    fp8(&t[1], 1, 16, 128, 128, NVF_DTYPE_F32, 0, 0);
+    compare_all("bf16 1x16", &t[0].s, 1);
+    compare_all("fp8 1x16", &t[1].s, 1);
+    for (int v = 0; v < N_VARIANTS; v++) {
+        compare_group("1x16 pair", t, 2, &k_variants[v], 0, 0);
+        compare_group("1x16 pair", t, 2, &k_variants[v], 0, 1);
+    }
+    tensor_free(&t[0]);
+    tensor_free(&t[1]);
+}
+
 static void single_cases(void) {
     tensor t;
     plain(&t, NVF_DTYPE_BF16, 300, 208, 0);
@@ -469,6 +493,15 @@ static void single_cases(void) {
     fp8(&t, 64, 256, 16, 64, NVF_DTYPE_F8_E8M0, 0, 1);
     compare_all("fp8 e8m0 overflowing scales 64x256", &t.s, 0);
     tensor_free(&t);
+    /* NaN scales (a NaN value with a finite scale is "fp8 nonfinite" above): amax and BF16 */
+    fp8(&t, 64, 256, 16, 64, NVF_DTYPE_F32, 0, 2);
+    compare_amax("fp8 f32 nan scales 64x256", &t.s);
+    compare_dequant("fp8 f32 nan scales 64x256", &t.s);
+    tensor_free(&t);
+    fp8(&t, 64, 256, 16, 64, NVF_DTYPE_F8_E8M0, 0, 2);
+    compare_amax("fp8 e8m0 nan scales 64x256", &t.s);
+    compare_dequant("fp8 e8m0 nan scales 64x256", &t.s);
+    tensor_free(&t);
 }
 
 /* The per-call wrappers of nvfp4/quant_cuda.h give the backend's results. */
@@ -521,6 +554,7 @@ int main(void) {
         group_cases();
     }
     CHECK(nvf_backend_set_config(g_gpu, -1, 0) == 0);
+    big_group();
     legacy_cases();
     nvf_backend_close(g_gpu);
     nvf_backend_close(g_cpu);
