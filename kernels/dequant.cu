@@ -31,12 +31,15 @@ __device__ static float dq_value(const quant_job &j, int32_t dtype, int64_t br, 
         int64_t col = j.w != j.cols ? j.col0 + l : l % j.w;
         float m = j.scale[(row / br - j.srow0) * j.ncb + col / bc];
         float x = __fmul_rn(v, m);
-        /* A NaN product as the host's SSE multiply gives it (the NaN operand, quieted; the
-         * value's when both are NaN), not the GPU's canonical NaN: the bytes keep its sign. */
+        /* A NaN product as the host's SSE multiply gives it, not the GPU's canonical NaN: the
+         * NaN operand quieted (the value's when both are NaN), or the default NaN 0xFFC00000
+         * for 0 * inf, so that the BF16 bytes keep the host's sign and payload. */
         if (v != v)
             x = v;
         else if (m != m)
             x = nvf_f32_from_bits(nvf_f32_bits(m) | 0x00400000u);
+        else if (x != x)
+            x = nvf_f32_from_bits(0xFFC00000u);
         return nvf_bf16_to_f32(nvf_f32_to_bf16_rn(x));
     }
     }

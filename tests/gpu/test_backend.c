@@ -144,7 +144,8 @@ static void plain(tensor *t, nvf_dtype d, int64_t rows, int64_t cols, int gen) {
 }
 
 /* FP8-block: br x bc blocks, scales of `sd`; bytes 0x7F/0xFF (NaN) only when `nonfinite`; every
- * third scale huge when `overflow` is 1 (products beyond BF16), NaN when it is 2. */
+ * third scale huge when `overflow` is 1 (products beyond BF16), NaN when it is 2 (with some
+ * infinite F32 scales too). */
 static void fp8(tensor *t, int64_t rows, int64_t cols, int64_t br, int64_t bc, nvf_dtype sd,
                 int nonfinite, int overflow) {
     size_t n = (size_t)(rows * cols);
@@ -165,6 +166,8 @@ static void fp8(tensor *t, int64_t rows, int64_t cols, int64_t br, int64_t bc, n
         float m = ldexpf(1.0f, (int)(rnd32() % 24) - 16);
         if (overflow && i % 3 == 0)
             m = overflow == 2 ? -NAN : 1e36f;
+        if (overflow == 2 && i % 3 == 1 && i % 2 == 0)
+            m = INFINITY; /* 0 * inf: the default NaN */
         if (sd == NVF_DTYPE_F8_E8M0)
             t->scale[i] = (uint8_t)(overflow && i % 3 == 0 ? (overflow == 2 ? 255 : 250)
                                                            : 127 + (int)(rnd32() % 24) - 16);
