@@ -11,6 +11,8 @@
 
 #include <cuda_runtime.h>
 
+/* ---- kernels ----------------------------------------------------------------------------- */
+
 /* Value l of the job, as the CPU's row loader computes it. */
 __device__ static float dq_value(const quant_job &j, int32_t dtype, int64_t br, int64_t bc,
                                  int has_scale, int64_t l) {
@@ -59,6 +61,8 @@ __global__ void dequant_kernel(quant_job j, int32_t dtype, int64_t br, int64_t b
         }
     }
 }
+
+/* ---- launchers --------------------------------------------------------------------------- */
 
 void quant_launch_dequant(const quant_job &j, const nvf_quant_source *s, uint16_t *out,
                           int check_finite, int sms, cudaStream_t st) {
