@@ -1,23 +1,24 @@
 /*
- * nvfp4tool bench quant|moe (SPEC section 9). `quant` times the quantizer on BF16 N(0,1)-like
- * data for RTN and every 4over6 variant, with the global scale given (one quantizing pass) and
- * for a whole tensor (amax pass + quantizing pass), and reports GB/s of BF16 input.
- * `moe` is not implemented yet.
+ * nvfp4tool bench quant|moe (SPEC section 9). `quant` times the quantizer of the chosen
+ * device's backend (nvf_backend_bench_quant) on N(0,1)-like data for RTN and every 4over6
+ * variant, with the global scale given (one quantizing pass) and for a whole tensor (amax pass
+ * + quantizing pass), and reports GB/s of input. A backend that can time a device copy (a GPU)
+ * also gets the copy bandwidth as the yardstick and FP8-block rows. `moe` is not implemented
+ * yet. SIGINT/SIGTERM stop it between runs with exit 5.
  */
 #include "cli.h"
 
+#include "nvfp4/backend.h"
 #include "nvfp4/device.h"
 #include "nvfp4/format.h"
+#include "nvfp4/log.h"
 #include "nvfp4/quant.h"
-#include "nvfp4/quant_cuda.h"
 #include "nvfp4/status.h"
 
 #include <cjson/cJSON.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 static cli_common g_common;
@@ -30,7 +31,8 @@ static const cli_opt k_opts[] = {
     {"runs", "N", CLI_INT, &g_runs,
      "timed runs per case; the median is reported (default 5; 25 with --device cuda)"},
     {"config", "N", CLI_INT, &g_config,
-     "quant --device cuda: launch configuration 0.. (default: the launcher's own)"},
+     "quant on a GPU: launch configuration 0.. (default: the launcher's own; a usage error "
+     "on the CPU)"},
 };
 
 static const cli_spec k_spec = {
@@ -39,7 +41,9 @@ static const cli_spec k_spec = {
     .summary = "Performance tables (SPEC section 9).",
     .details = "bench quant: quantize BF16 N(0,1)-like data with RTN and every 4over6 variant,\n"
                "with the global scale given (quantize) and for a whole tensor (amax+quantize);\n"
-               "median of --runs runs; GB/s of BF16 input, in all and per thread.\n"
+               "median of --runs runs; GB/s of BF16 input, in all and per thread. On a GPU\n"
+               "also FP8-block input and each pass against the device copy bandwidth.\n"
+               "SIGINT/SIGTERM stop it between runs (exit 5).\n"
                "bench moe: not implemented yet.\n",
     .opts = k_opts,
     .n_opts = sizeof k_opts / sizeof k_opts[0],
@@ -47,31 +51,6 @@ static const cli_spec k_spec = {
     .max_pos = 1,
     .common = &g_common,
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* BF16 values close to N(0,1): the sum of four uniforms, scaled to unit variance
- * (deterministic, fast; the quantizer's speed does not depend on the exact distribution). */
-static void fill_bf16(uint16_t *x, size_t n) {
-    uint64_t s = 0x853C49E6748FEA9Bull;
-    for (size_t i = 0; i < n; i++) {
-        double acc = 0;
-        for (int k = 0; k < 4; k++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            acc += (double)(s >> 11) / 9007199254740992.0;
-        }
-        x[i] = nvf_f32_to_bf16_rn((float)((acc - 2.0) * 1.7320508075688772));
-    }
-}
 
 typedef struct bench_case {
     const char *label;
@@ -104,160 +83,146 @@ static int bench_shape(int64_t *rows, int64_t *cols) {
     return EXIT_OK;
 }
 
-static int bench_quant(int threads) {
+/* The copy bandwidth as the yardstick of a GPU run: every row then reports the bytes the pass
+ * must move (reads + writes) and their rate as a % of the copy's (read + write) rate. */
+typedef struct bench_run {
+    nvf_backend *b;
+    const nvf_device *dev;
     int64_t rows, cols;
-    int us = bench_shape(&rows, &cols);
-    if (us != EXIT_OK)
-        return us;
-    size_t n = (size_t)(rows * cols);
-    uint16_t *x = malloc(n * 2);
-    uint8_t *packed = malloc(n / 2), *scales = malloc(n / NVF_BLOCK);
-    double *times = calloc((size_t)g_runs, sizeof *times);
-    cJSON *js = cJSON_CreateObject(), *results = cJSON_AddArrayToObject(js, "results");
-    int rc = 0;
-    if (!x || !packed || !scales || !times || !results) {
-        rc = cli_fail(k_spec.name, nvf_error_set(NVF_E_NOMEM, "out of memory for %zu values", n));
-        goto done;
+    int threads;
+    double copy_bw; /* bytes/s of the device copy; 0: not timed (the CPU) */
+    const volatile sig_atomic_t *stop;
+    cJSON *results;
+} bench_run;
+
+#define BENCH_SKIP (-1)
+
+/* One row: `dtype` input, case `c`, pass `whole` (amax+quantize) or not. BENCH_SKIP when the
+ * backend does not time this input; else EXIT_OK or the exit code of a failure. */
+static int bench_row(bench_run *r, nvf_dtype dtype, const bench_case *c, int whole) {
+    double t = 0;
+    int st = nvf_backend_bench_quant(
+        r->b, &t, dtype, r->rows, r->cols, &c->p,
+        whole ? NVF_BACKEND_BENCH_AMAX_QUANTIZE : NVF_BACKEND_BENCH_QUANTIZE, (int)g_runs, r->stop);
+    if (st == NVF_E_UNSUPPORTED)
+        return BENCH_SKIP;
+    if (st < 0)
+        return cli_fail(k_spec.name, st);
+    double n = (double)r->rows * (double)r->cols, es = dtype == NVF_DTYPE_BF16 ? 2.0 : 1.0;
+    double in_b = n * es, gbs = in_b / t / 1e9;
+    const char *pass = whole ? "amax+quantize" : "quantize";
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "method", c->label);
+    cJSON_AddStringToObject(o, "pass", pass);
+    cJSON_AddNumberToObject(o, "median_s", t);
+    if (r->copy_bw > 0) {
+        double moved = (whole ? 2 * in_b : in_b) + n / 2 + n / 16;
+        double pct = 100.0 * moved / t / r->copy_bw;
+        int fp8 = dtype == NVF_DTYPE_F8_E4M3;
+        if (!g_common.json)
+            printf("%-8s %-22s %-15s %10.3f %12.1f %12.0f %7.1f%%\n", fp8 ? "fp8blk" : "bf16",
+                   c->label, pass, t * 1e3, gbs, moved, pct);
+        cJSON_AddStringToObject(o, "input", fp8 ? "F8_E4M3 (128x128 blocks)" : "BF16");
+        cJSON_AddNumberToObject(o, "input_gb_per_s", gbs);
+        cJSON_AddNumberToObject(o, "bytes_moved", moved);
+        cJSON_AddNumberToObject(o, "pct_of_copy", pct);
+    } else {
+        if (!g_common.json)
+            printf("%-22s %-15s %10.2f %9.3f %11.3f\n", c->label, pass, t * 1e3, gbs,
+                   gbs / r->threads);
+        cJSON_AddNumberToObject(o, "gb_per_s", gbs);
+        cJSON_AddNumberToObject(o, "gb_per_s_per_core", gbs / r->threads);
     }
-    fill_bf16(x, n);
-    nvf_quant_source src = {.dtype = NVF_DTYPE_BF16, .data = x, .rows = rows, .cols = cols};
-    double bytes = (double)n * 2;
+    cJSON_AddItemToArray(r->results, o);
+    return EXIT_OK;
+}
+
+static void bench_header(const bench_run *r, cJSON *js) {
+    double bytes = (double)r->rows * (double)r->cols * 2;
     cJSON_AddStringToObject(js, "bench", "quant");
-    cJSON_AddStringToObject(js, "device", "cpu");
-    cJSON_AddNumberToObject(js, "threads", threads);
+    cJSON_AddStringToObject(js, "device", r->dev->name);
+    if (r->copy_bw > 0) {
+        cJSON_AddNumberToObject(js, "rows", (double)r->rows);
+        cJSON_AddNumberToObject(js, "cols", (double)r->cols);
+        cJSON_AddNumberToObject(js, "runs", (double)g_runs);
+        cJSON_AddNumberToObject(js, "config", (double)g_config);
+        cJSON_AddNumberToObject(js, "copy_gb_per_s", r->copy_bw / 1e9);
+        if (!g_common.json) {
+            printf("bench quant: [%lld, %lld], device %s, median of %ld runs (CUDA events)\n",
+                   (long long)r->rows, (long long)r->cols, r->dev->name, g_runs);
+            printf("device-to-device copy: %.1f GB/s (read + write)\n", r->copy_bw / 1e9);
+            printf("%-8s %-22s %-15s %10s %12s %12s %8s\n", "input", "method", "pass", "median ms",
+                   "input GB/s", "bytes moved", "% copy");
+        }
+        return;
+    }
+    cJSON_AddNumberToObject(js, "threads", r->threads);
     cJSON_AddStringToObject(js, "dtype", "BF16");
-    cJSON_AddNumberToObject(js, "rows", (double)rows);
-    cJSON_AddNumberToObject(js, "cols", (double)cols);
+    cJSON_AddNumberToObject(js, "rows", (double)r->rows);
+    cJSON_AddNumberToObject(js, "cols", (double)r->cols);
     cJSON_AddNumberToObject(js, "bytes", bytes);
     cJSON_AddNumberToObject(js, "runs", (double)g_runs);
     if (!g_common.json) {
-        printf("bench quant: BF16 [%lld, %lld] (%.1f MB), device cpu, %d thread%s, median of %ld "
+        printf("bench quant: BF16 [%lld, %lld] (%.1f MB), device %s, %d thread%s, median of %ld "
                "runs\n",
-               (long long)rows, (long long)cols, bytes / 1e6, threads, threads == 1 ? "" : "s",
-               g_runs);
+               (long long)r->rows, (long long)r->cols, bytes / 1e6, r->dev->name, r->threads,
+               r->threads == 1 ? "" : "s", g_runs);
         printf("%-22s %-15s %10s %9s %11s\n", "method", "pass", "median ms", "GB/s", "GB/s/core");
     }
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        for (int whole = 0; whole < 2; whole++) {
-            float amax = 4.0f;
-            for (long r = 0; r < g_runs; r++) {
-                double t0 = now_s();
-                int st = 0;
-                if (whole)
-                    st = nvf_quant_amax_ref(&amax, &src, 0, threads, "bench");
-                float gs = nvf_quant_global_scale(amax, cases[c].p.e4m3_max);
-                if (st == 0)
-                    st = nvf_quant_source_ref(packed, scales, &src, gs, &cases[c].p, threads);
-                if (st < 0) {
-                    rc = cli_fail(k_spec.name, st);
-                    goto done;
-                }
-                times[r] = now_s() - t0;
-            }
-            qsort(times, (size_t)g_runs, sizeof *times, cmp_double);
-            double med =
-                g_runs % 2 ? times[g_runs / 2] : 0.5 * (times[g_runs / 2 - 1] + times[g_runs / 2]);
-            double gbs = bytes / med / 1e9;
-            const char *pass = whole ? "amax+quantize" : "quantize";
-            if (!g_common.json)
-                printf("%-22s %-15s %10.2f %9.3f %11.3f\n", cases[c].label, pass, med * 1e3, gbs,
-                       gbs / threads);
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "method", cases[c].label);
-            cJSON_AddStringToObject(o, "pass", pass);
-            cJSON_AddNumberToObject(o, "median_s", med);
-            cJSON_AddNumberToObject(o, "gb_per_s", gbs);
-            cJSON_AddNumberToObject(o, "gb_per_s_per_core", gbs / threads);
-            cJSON_AddItemToArray(results, o);
-        }
-    }
-    if (g_common.json)
-        rc = cli_print_json(k_spec.name, js);
-done:
-    cJSON_Delete(js);
-    free(x);
-    free(packed);
-    free(scales);
-    free(times);
-    return rc;
 }
 
-/* GPU: device-resident data, CUDA events, the D2D copy bandwidth of the same run as the
- * yardstick: every row reports GB/s of input, the bytes the pass must move (reads + writes)
- * and their rate as a % of the copy's (read + write) rate. */
-static int bench_quant_cuda(int device, const char *devname) {
-    int64_t rows, cols;
-    int us = bench_shape(&rows, &cols);
-    if (us != EXIT_OK)
-        return us;
-    double n = (double)rows * (double)cols;
+static int bench_quant(nvf_backend *b, const nvf_device *dev, int threads) {
+    bench_run r = {.b = b, .dev = dev, .threads = threads};
+    int rc = bench_shape(&r.rows, &r.cols);
+    if (rc != EXIT_OK)
+        return rc;
     if (g_config >= 0) {
-        int cs = nvf_quant_cuda_set_config((int)g_config, 0);
+        if (nvf_backend_config_count(b) == 0)
+            return cli_usage_error(&k_spec,
+                                   "--config picks a GPU launch configuration; device "
+                                   "%s has none",
+                                   dev->name);
+        int cs = nvf_backend_set_config(b, (int)g_config, 0);
         if (cs < 0)
             return cli_fail(k_spec.name, cs);
     }
-    cJSON *js = cJSON_CreateObject(), *results = cJSON_AddArrayToObject(js, "results");
-    int rc = 0;
+    r.stop = cli_catch_stop_signals();
+    nvf_log(NVF_LOG_INFO, "bench quant: [%lld, %lld] on %s, %ld runs per case", (long long)r.rows,
+            (long long)r.cols, dev->name, g_runs);
+    cJSON *js = cJSON_CreateObject();
+    r.results = cJSON_AddArrayToObject(js, "results");
+    if (!r.results) {
+        cJSON_Delete(js);
+        return cli_fail(k_spec.name, nvf_error_set(NVF_E_NOMEM, "out of memory"));
+    }
+    /* The copy of the BF16 tensor's bytes: read + write (the recipe does not matter for it). */
     double copy_s = 0;
-    /* Copy of the BF16 tensor's bytes: read + write (the recipe does not matter for it). */
-    int st = nvf_quant_cuda_bench(&copy_s, NVF_DTYPE_BF16, rows, cols, &cases[1].p,
-                                  NVF_QUANT_CUDA_COPY, (int)g_runs, device);
-    if (st < 0) {
+    int st = nvf_backend_bench_quant(b, &copy_s, NVF_DTYPE_BF16, r.rows, r.cols, &cases[1].p,
+                                     NVF_BACKEND_BENCH_COPY, (int)g_runs, r.stop);
+    if (st < 0 && st != NVF_E_UNSUPPORTED) {
         rc = cli_fail(k_spec.name, st);
         goto done;
     }
-    double copy_bw = 2.0 * n * 2.0 / copy_s;
-    cJSON_AddStringToObject(js, "bench", "quant");
-    cJSON_AddStringToObject(js, "device", devname);
-    cJSON_AddNumberToObject(js, "rows", (double)rows);
-    cJSON_AddNumberToObject(js, "cols", (double)cols);
-    cJSON_AddNumberToObject(js, "runs", (double)g_runs);
-    cJSON_AddNumberToObject(js, "config", (double)g_config);
-    cJSON_AddNumberToObject(js, "copy_gb_per_s", copy_bw / 1e9);
-    if (!g_common.json) {
-        printf("bench quant: [%lld, %lld], device %s, median of %ld runs (CUDA events)\n",
-               (long long)rows, (long long)cols, devname, g_runs);
-        printf("device-to-device copy: %.1f GB/s (read + write)\n", copy_bw / 1e9);
-        printf("%-8s %-22s %-15s %10s %12s %12s %8s\n", "input", "method", "pass", "median ms",
-               "input GB/s", "bytes moved", "% copy");
-    }
-    for (int fp8 = 0; fp8 < 2; fp8++) {
-        double in_b = n * (fp8 ? 1.0 : 2.0), out_b = n / 2 + n / 16;
-        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-            for (int whole = 0; whole < 2; whole++) {
-                double t = 0;
-                st = nvf_quant_cuda_bench(
-                    &t, fp8 ? NVF_DTYPE_F8_E4M3 : NVF_DTYPE_BF16, rows, cols, &cases[c].p,
-                    whole ? NVF_QUANT_CUDA_AMAX_QUANTIZE : NVF_QUANT_CUDA_QUANTIZE, (int)g_runs,
-                    device);
-                if (st < 0) {
-                    rc = cli_fail(k_spec.name, st);
+    if (st == 0)
+        r.copy_bw = 2.0 * (double)r.rows * (double)r.cols * 2.0 / copy_s;
+    bench_header(&r, js);
+    static const nvf_dtype inputs[] = {NVF_DTYPE_BF16, NVF_DTYPE_F8_E4M3};
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
+        int skip = 0; /* this input is not timed on this device */
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0] && !skip; c++)
+            for (int whole = 0; whole < 2 && !skip; whole++) {
+                rc = bench_row(&r, inputs[i], &cases[c], whole);
+                skip = rc == BENCH_SKIP;
+                if (skip)
+                    rc = EXIT_OK;
+                else if (rc != EXIT_OK)
                     goto done;
-                }
-                double moved = (whole ? 2 * in_b : in_b) + out_b;
-                double pct = 100.0 * moved / t / copy_bw;
-                const char *input = fp8 ? "fp8blk" : "bf16";
-                const char *pass = whole ? "amax+quantize" : "quantize";
-                if (!g_common.json)
-                    printf("%-8s %-22s %-15s %10.3f %12.1f %12.0f %7.1f%%\n", input, cases[c].label,
-                           pass, t * 1e3, in_b / t / 1e9, moved, pct);
-                cJSON *o = cJSON_CreateObject();
-                cJSON_AddStringToObject(o, "input", fp8 ? "F8_E4M3 (128x128 blocks)" : "BF16");
-                cJSON_AddStringToObject(o, "method", cases[c].label);
-                cJSON_AddStringToObject(o, "pass", pass);
-                cJSON_AddNumberToObject(o, "median_s", t);
-                cJSON_AddNumberToObject(o, "input_gb_per_s", in_b / t / 1e9);
-                cJSON_AddNumberToObject(o, "bytes_moved", moved);
-                cJSON_AddNumberToObject(o, "pct_of_copy", pct);
-                cJSON_AddItemToArray(results, o);
             }
-        }
     }
     if (g_common.json)
         rc = cli_print_json(k_spec.name, js);
 done:
     cJSON_Delete(js);
-    nvf_quant_cuda_shutdown();
     return rc;
 }
 
@@ -279,17 +244,19 @@ int cmd_bench(int argc, char **argv) {
     int st = nvf_device_select(&dev, g_common.device ? g_common.device : "cpu");
     if (st < 0)
         return cli_fail(k_spec.name, st);
-    if (dev.kind == NVF_DEVICE_CUDA) {
-        g_size_mb = g_size_mb ? g_size_mb : 1024;
-        g_runs = g_runs ? g_runs : 25;
-        return bench_quant_cuda(dev.index, dev.name);
-    }
-    g_size_mb = g_size_mb ? g_size_mb : 64;
-    g_runs = g_runs ? g_runs : 5;
+    int gpu = dev.kind == NVF_DEVICE_CUDA; /* only the defaults differ */
+    g_size_mb = g_size_mb ? g_size_mb : gpu ? 1024 : 64;
+    g_runs = g_runs ? g_runs : gpu ? 25 : 5;
     int threads = (int)g_common.threads;
     if (threads <= 0) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
         threads = nc > 0 ? (int)nc : 1;
     }
-    return bench_quant(threads);
+    nvf_backend *b = NULL;
+    st = nvf_backend_open(&b, &dev, threads);
+    if (st < 0)
+        return cli_fail(k_spec.name, st);
+    rc = bench_quant(b, &dev, threads);
+    nvf_backend_close(b);
+    return rc;
 }

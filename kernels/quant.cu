@@ -1,10 +1,10 @@
 /*
- * NVFP4 quantization on the GPU (nvfp4/quant_cuda.h): the amax pass and the quantizing pass,
+ * NVFP4 quantization kernels (the amax pass and the quantizing pass) and their launchers,
  * byte-identical to nvf_quant_amax_ref / nvf_quant_source_ref (SPEC section 4). The block
  * arithmetic is kernels/quant_math.h; this file holds the kernels (one thread per 16-value
- * block, 16-byte loads, a persistent grid-stride loop with several blocks in flight per thread),
- * the launchers (launch configurations), the host-pointer pipeline (pinned staging buffers, two
- * streams, chunks) and the device-resident benchmark.
+ * block, 16-byte loads, a persistent grid-stride loop with several blocks in flight per thread)
+ * and the launchers (launch configurations) over device pointers (quant_launch.h). The host
+ * side is quant_pipeline.cu, the benchmark quant_bench.cu.
  *
  * Sources: BF16 (fast loader), F8_E4M3 with block scales whose block width is a multiple of 16
  * (fast loader: one scale per 16-value block), and every other checked source through a generic
@@ -16,30 +16,15 @@
  * costs ~14 instructions with RTN and ~29 with 4over6 (two candidates, each rounded, both
  * errors accumulated), against ~25 per value that one H200 can issue at copy speed.
  */
+#include "quant_launch.h"
 #include "quant_math.h"
-
-#include "nvfp4/log.h"
-#include "nvfp4/quant_cuda.h"
-#include "nvfp4/status.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
-
-#define NVF_CUDA_TRY(call)                                                                         \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            rc = nvf_error_set(NVF_E_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, #call,             \
-                               cudaGetErrorString(e_));                                            \
-            goto done;                                                                             \
-        }                                                                                          \
-    } while (0)
 
 enum { SRC_BF16 = 0, SRC_FP8B = 1, SRC_GENERIC = 2 };
 
@@ -409,12 +394,7 @@ template <int SRC, int U> __global__ void __launch_bounds__(512) amax_kernel(qar
 
 /* ---- launchers --------------------------------------------------------------------------- */
 
-/* Launch configurations: threads per CUDA block, CUDA blocks per SM (0: one thread per
- * 16-value block, no grid-stride loop; -1: as many as fit at once, by the occupancy API),
- * 16-value blocks in flight per thread, next step's loads issued early (unroll 1 only). */
-struct launch_cfg {
-    int threads, per_sm, unroll, prefetch;
-};
+/* The launch configurations (launch_cfg in quant_launch.h). */
 static const launch_cfg k_cfgs[] = {
     {256, 4, 2, 0}, {128, 8, 1, 0},  {512, 2, 2, 0},
     {256, 0, 1, 0}, {256, -1, 1, 1}, {256, -1, 2, 0},
@@ -425,9 +405,6 @@ static const launch_cfg k_cfgs[] = {
 #define CFG_DEFAULT      4
 #define CFG_DEFAULT_FP8B 2
 
-static int g_cfg_forced = -1;
-static size_t g_chunk_forced;
-
 /* The source kind of a checked source (`bc` the block width for FP8-block sources). */
 static int src_kind(const nvf_quant_source *s) {
     if (s->dtype == NVF_DTYPE_BF16)
@@ -437,10 +414,13 @@ static int src_kind(const nvf_quant_source *s) {
     return SRC_GENERIC;
 }
 
-/* The launch configuration for source `s`: the forced one, else the default of its kind. */
-static const launch_cfg &cfg_for(const nvf_quant_source *s) {
-    if (g_cfg_forced >= 0)
-        return k_cfgs[g_cfg_forced];
+int quant_cfg_count(void) {
+    return N_CFGS;
+}
+
+const launch_cfg &quant_cfg_for(const nvf_quant_source *s, int forced) {
+    if (forced >= 0 && forced < N_CFGS)
+        return k_cfgs[forced];
     return k_cfgs[src_kind(s) == SRC_FP8B ? CFG_DEFAULT_FP8B : CFG_DEFAULT];
 }
 
@@ -565,484 +545,44 @@ static nvf_qm_consts consts_for(float gs, const nvf_quant_params *p, const nvf_q
                               source_min_abs(s));
 }
 
-/* ---- the host-pointer pipeline ------------------------------------------------------------ */
-
-#define N_SLOTS       2
-#define CHUNK_DEFAULT ((size_t)64 << 20)
-#define MAX_DEVICES   64
-
-/* One staging slot: a stream, pinned host buffers and device buffers for one chunk. */
-struct slot {
-    cudaStream_t stream;
-    uint8_t *h_in, *h_out, *d_in, *d_out;
-    float *h_scale, *d_scale;
-    size_t in_cap, out_cap, scale_cap;
-};
-
-struct dev_ctx {
-    pthread_mutex_t lock;
-    int ready, sms;
-    slot slots[N_SLOTS];
-    unsigned int *d_amax;
-    unsigned long long *d_bad;
-};
-
-static dev_ctx g_ctx[MAX_DEVICES];
-static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static int g_ctx_init;
-
-static void slot_release(slot *s) {
-    cudaFreeHost(s->h_in);
-    cudaFreeHost(s->h_out);
-    cudaFreeHost(s->h_scale);
-    cudaFree(s->d_in);
-    cudaFree(s->d_out);
-    cudaFree(s->d_scale);
-    if (s->stream)
-        cudaStreamDestroy(s->stream);
-    memset(s, 0, sizeof *s);
-}
-
-/* Grow a slot's buffers to hold a chunk of in/out bytes and `scale_n` scale values. */
-static int slot_reserve(slot *s, size_t in, size_t out, size_t scale_n) {
-    int rc = 0;
-    if (in > s->in_cap) {
-        cudaFreeHost(s->h_in);
-        cudaFree(s->d_in);
-        s->h_in = s->d_in = NULL;
-        s->in_cap = 0;
-        NVF_CUDA_TRY(cudaMallocHost((void **)&s->h_in, in));
-        NVF_CUDA_TRY(cudaMalloc((void **)&s->d_in, in));
-        s->in_cap = in;
-    }
-    if (out > s->out_cap) {
-        cudaFreeHost(s->h_out);
-        cudaFree(s->d_out);
-        s->h_out = s->d_out = NULL;
-        s->out_cap = 0;
-        NVF_CUDA_TRY(cudaMallocHost((void **)&s->h_out, out));
-        NVF_CUDA_TRY(cudaMalloc((void **)&s->d_out, out));
-        s->out_cap = out;
-    }
-    if (scale_n * sizeof(float) > s->scale_cap) {
-        cudaFreeHost(s->h_scale);
-        cudaFree(s->d_scale);
-        s->h_scale = s->d_scale = NULL;
-        s->scale_cap = 0;
-        NVF_CUDA_TRY(cudaMallocHost((void **)&s->h_scale, scale_n * sizeof(float)));
-        NVF_CUDA_TRY(cudaMalloc((void **)&s->d_scale, scale_n * sizeof(float)));
-        s->scale_cap = scale_n * sizeof(float);
-    }
-done:
-    return rc;
-}
-
-/* Lock and (first time) set up the context of `device`; the caller unlocks. */
-static int ctx_acquire(dev_ctx **out, int device) {
-    int rc = 0, n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || device < 0 || device >= n ||
-        device >= MAX_DEVICES) {
-        (void)cudaGetLastError();
-        return nvf_error_set(NVF_E_DEVICE, "cuda:%d is not a usable CUDA device (%d found)", device,
-                             n);
-    }
-    pthread_mutex_lock(&g_ctx_lock);
-    if (!g_ctx_init) {
-        for (int i = 0; i < MAX_DEVICES; i++)
-            pthread_mutex_init(&g_ctx[i].lock, NULL);
-        g_ctx_init = 1;
-    }
-    pthread_mutex_unlock(&g_ctx_lock);
-    dev_ctx *c = &g_ctx[device];
-    pthread_mutex_lock(&c->lock);
-    NVF_CUDA_TRY(cudaSetDevice(device));
-    if (!c->ready) {
-        NVF_CUDA_TRY(cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount, device));
-        for (int i = 0; i < N_SLOTS; i++)
-            NVF_CUDA_TRY(cudaStreamCreateWithFlags(&c->slots[i].stream, cudaStreamNonBlocking));
-        NVF_CUDA_TRY(cudaMalloc((void **)&c->d_amax, sizeof *c->d_amax));
-        NVF_CUDA_TRY(cudaMalloc((void **)&c->d_bad, sizeof *c->d_bad));
-        c->ready = 1;
-    }
-    *out = c;
-    return 0;
-done:
-    pthread_mutex_unlock(&c->lock);
-    return rc;
-}
-
-static int64_t ceil_div64(int64_t a, int64_t b) {
-    return a / b + (a % b != 0);
-}
-
-static size_t dtype_size(nvf_dtype d) {
-    return d == NVF_DTYPE_F32 ? 4 : (d == NVF_DTYPE_BF16 || d == NVF_DTYPE_F16) ? 2 : 1;
-}
-
-static float host_scale_at(const nvf_quant_source *s, uint64_t i) {
-    const uint8_t *b = (const uint8_t *)s->scale;
-    switch (s->scale_dtype) {
-    case NVF_DTYPE_BF16:
-        return nvf_bf16_to_f32((uint16_t)(b[2 * i] | (b[2 * i + 1] << 8)));
-    case NVF_DTYPE_F8_E8M0:
-        return nvf_e8m0_to_f32(b[i]);
-    default: {
-        uint32_t u = (uint32_t)b[4 * i] | ((uint32_t)b[4 * i + 1] << 8) |
-                     ((uint32_t)b[4 * i + 2] << 16) | ((uint32_t)b[4 * i + 3] << 24);
-        return nvf_f32_from_bits(u);
-    }
-    }
-}
-
-/* One chunk: rows [r0, r1) when whole rows fit, else columns [c0, c1) of row r0. */
-struct chunk {
-    int64_t r0, r1, c0, c1;
-};
-
-static int64_t chunk_count(const nvf_quant_source *s, size_t cap, int64_t *rows_per,
-                           int64_t *cols_per) {
-    size_t row_bytes = (size_t)s->cols * dtype_size(s->dtype);
-    if (row_bytes <= cap) {
-        *rows_per = (int64_t)(cap / row_bytes);
-        *cols_per = s->cols;
-        return ceil_div64(s->rows, *rows_per);
-    }
-    *rows_per = 1;
-    *cols_per = (int64_t)(cap / dtype_size(s->dtype)) / NVF_BLOCK * NVF_BLOCK;
-    if (*cols_per < NVF_BLOCK)
-        *cols_per = NVF_BLOCK;
-    return s->rows * ceil_div64(s->cols, *cols_per);
-}
-
-static chunk chunk_at(const nvf_quant_source *s, int64_t i, int64_t rows_per, int64_t cols_per) {
-    chunk c;
-    if (cols_per == s->cols) {
-        c.r0 = i * rows_per;
-        c.r1 = c.r0 + rows_per < s->rows ? c.r0 + rows_per : s->rows;
-        c.c0 = 0;
-        c.c1 = s->cols;
-    } else {
-        int64_t per_row = ceil_div64(s->cols, cols_per);
-        c.r0 = i / per_row;
-        c.r1 = c.r0 + 1;
-        c.c0 = (i % per_row) * cols_per;
-        c.c1 = c.c0 + cols_per < s->cols ? c.c0 + cols_per : s->cols;
-    }
-    return c;
-}
-
-/* Stage chunk `c` of `s` into slot `sl` (host copy, scale conversion) and queue its upload and
- * kernel. `quant` selects the quantizing kernel (else the amax kernel). */
-static int chunk_launch(dev_ctx *ctx, slot *sl, const nvf_quant_source *s, const chunk &c,
-                        int quant, const nvf_quant_params *p, float gs, int allow_nonfinite) {
-    int rc = 0;
-    size_t es = dtype_size(s->dtype);
-    int64_t w = c.c1 - c.c0, n = (c.r1 - c.r0) * w;
-    size_t in_bytes = (size_t)n * es, out_bytes = quant ? (size_t)n / 2 + (size_t)n / 16 : 0;
-    int64_t ncb = 0, sr0 = 0, sr1 = 0;
-    if (s->scale) {
-        ncb = ceil_div64(s->cols, s->block_cols);
-        sr0 = c.r0 / s->block_rows;
-        sr1 = (c.r1 - 1) / s->block_rows + 1;
-    }
-    size_t scale_n = (size_t)((sr1 - sr0) * ncb);
-    rc = slot_reserve(sl, in_bytes, out_bytes, scale_n);
-    if (rc < 0)
-        return rc;
-    const uint8_t *src =
-        (const uint8_t *)s->data + ((uint64_t)c.r0 * (uint64_t)s->cols + (uint64_t)c.c0) * es;
-    memcpy(sl->h_in, src, in_bytes);
-    for (size_t i = 0; i < scale_n; i++)
-        sl->h_scale[i] = host_scale_at(s, (uint64_t)sr0 * (uint64_t)ncb + i);
+/* The kernel arguments of job `j` of source `s`. */
+static qargs job_args(const quant_job &j, const nvf_quant_source *s) {
     qargs a;
     memset(&a, 0, sizeof a);
-    a.src = sl->d_in;
-    a.nblocks = n / NVF_BLOCK;
-    a.w = w;
-    a.row0 = c.r0;
-    a.col0 = c.c0;
-    a.cols = s->cols;
+    a.src = j.src;
+    a.nblocks = j.nblocks;
+    a.w = j.w;
+    a.row0 = j.row0;
+    a.col0 = j.col0;
+    a.cols = j.cols;
     a.dtype = (int32_t)s->dtype;
-    a.scale = s->scale ? sl->d_scale : NULL;
-    a.srow0 = sr0;
-    a.ncb = ncb;
+    a.scale = s->scale ? j.scale : NULL;
+    a.srow0 = j.srow0;
+    a.ncb = j.ncb;
     a.br = s->block_rows;
     a.bc = s->block_cols;
-    a.amax = ctx->d_amax;
-    a.bad = ctx->d_bad;
-    a.allow_nonfinite = allow_nonfinite;
-    if (s->scale)
+    a.amax = j.amax;
+    a.bad = j.bad;
+    a.allow_nonfinite = j.allow_nonfinite;
+    if (a.scale)
         fp8_index_setup(a);
-    const launch_cfg &cfg = cfg_for(s);
-    NVF_CUDA_TRY(cudaMemcpyAsync(sl->d_in, sl->h_in, in_bytes, cudaMemcpyHostToDevice, sl->stream));
-    if (scale_n)
-        NVF_CUDA_TRY(cudaMemcpyAsync(sl->d_scale, sl->h_scale, scale_n * sizeof(float),
-                                     cudaMemcpyHostToDevice, sl->stream));
-    if (quant) {
-        a.packed = sl->d_out;
-        a.scales = sl->d_out + n / 2;
-        a.k = consts_for(gs, p, s);
-        launch_quant(src_kind(s), a, p, cfg, ctx->sms, sl->stream);
-    } else {
-        launch_amax(src_kind(s), a, cfg, ctx->sms, sl->stream);
-    }
-    NVF_CUDA_TRY(cudaGetLastError());
-    if (quant)
-        NVF_CUDA_TRY(
-            cudaMemcpyAsync(sl->h_out, sl->d_out, out_bytes, cudaMemcpyDeviceToHost, sl->stream));
-done:
-    return rc;
+    return a;
 }
 
-/* Copy a finished chunk's output from its slot to the caller's arrays. */
-static void chunk_finish(const slot *sl, const nvf_quant_source *s, const chunk &c, uint8_t *packed,
-                         uint8_t *scales) {
-    int64_t w = c.c1 - c.c0, n = (c.r1 - c.r0) * w;
-    uint64_t first = (uint64_t)c.r0 * (uint64_t)s->cols + (uint64_t)c.c0;
-    memcpy(packed + first / 2, sl->h_out, (size_t)n / 2);
-    memcpy(scales + first / NVF_BLOCK, sl->h_out + n / 2, (size_t)n / NVF_BLOCK);
+void quant_launch_amax(const quant_job &j, const nvf_quant_source *s, const launch_cfg &c, int sms,
+                       cudaStream_t st) {
+    launch_amax(src_kind(s), job_args(j, s), c, sms, st);
 }
 
-/* Run every chunk of `s` through the slots, two in flight. */
-static int run_chunks(dev_ctx *ctx, const nvf_quant_source *s, int quant, uint8_t *packed,
-                      uint8_t *scales, const nvf_quant_params *p, float gs, int allow_nonfinite) {
-    int rc = 0;
-    int64_t rows_per = 0, cols_per = 0;
-    size_t cap = g_chunk_forced ? g_chunk_forced : CHUNK_DEFAULT;
-    int64_t n = s->rows > 0 ? chunk_count(s, cap, &rows_per, &cols_per) : 0;
-    int64_t pending[N_SLOTS] = {-1, -1};
-    for (int64_t i = 0; i < n && rc == 0; i++) {
-        slot *sl = &ctx->slots[i % N_SLOTS];
-        int64_t *pend = &pending[i % N_SLOTS];
-        if (*pend >= 0) {
-            NVF_CUDA_TRY(cudaStreamSynchronize(sl->stream));
-            if (quant)
-                chunk_finish(sl, s, chunk_at(s, *pend, rows_per, cols_per), packed, scales);
-            *pend = -1;
-        }
-        rc = chunk_launch(ctx, sl, s, chunk_at(s, i, rows_per, cols_per), quant, p, gs,
-                          allow_nonfinite);
-        if (rc == 0)
-            *pend = i;
-    }
-    for (int j = 0; j < N_SLOTS; j++) {
-        slot *sl = &ctx->slots[j];
-        cudaError_t e = cudaStreamSynchronize(sl->stream);
-        if (e != cudaSuccess && rc == 0)
-            rc = nvf_error_set(NVF_E_CUDA, "%s:%d: cudaStreamSynchronize: %s", __FILE__, __LINE__,
-                               cudaGetErrorString(e));
-        if (rc == 0 && quant && pending[j] >= 0)
-            chunk_finish(sl, s, chunk_at(s, pending[j], rows_per, cols_per), packed, scales);
-    }
-done:
-    return rc;
-}
-
-extern "C" int nvf_quant_amax_cuda(float *out, const nvf_quant_source *s, int allow_nonfinite,
-                                   int device, const char *name) {
-    dev_ctx *ctx;
-    int rc = ctx_acquire(&ctx, device);
-    if (rc < 0)
-        return rc;
-    unsigned int amax = 0;
-    unsigned long long bad = ~0ull;
-    cudaStream_t s0 = ctx->slots[0].stream;
-    NVF_CUDA_TRY(cudaMemsetAsync(ctx->d_amax, 0, sizeof amax, s0));
-    NVF_CUDA_TRY(cudaMemsetAsync(ctx->d_bad, 0xFF, sizeof bad, s0));
-    NVF_CUDA_TRY(cudaStreamSynchronize(s0));
-    rc = run_chunks(ctx, s, 0, NULL, NULL, NULL, 0.0f, allow_nonfinite);
-    if (rc < 0)
-        goto done;
-    NVF_CUDA_TRY(cudaMemcpy(&amax, ctx->d_amax, sizeof amax, cudaMemcpyDeviceToHost));
-    NVF_CUDA_TRY(cudaMemcpy(&bad, ctx->d_bad, sizeof bad, cudaMemcpyDeviceToHost));
-    if (bad != ~0ull) {
-        int64_t row = (int64_t)(bad / (unsigned long long)s->cols);
-        int64_t col = (int64_t)(bad % (unsigned long long)s->cols);
-        float *buf = (float *)malloc((size_t)s->cols * sizeof(float));
-        if (!buf) {
-            rc = nvf_error_set(NVF_E_NOMEM, "out of memory for a row of %lld values",
-                               (long long)s->cols);
-            goto done;
-        }
-        nvf_quant_source_load_row(buf, s, row);
-        float v = buf[col];
-        free(buf);
-        rc = nvf_error_set(NVF_E_NONFINITE,
-                           "tensor '%s': non-finite value %g at index [%lld, %lld] (use "
-                           "--allow-nonfinite to pass such values through)",
-                           name, (double)v, (long long)row, (long long)col);
-        goto done;
-    }
-    *out = nvf_f32_from_bits(amax);
-done:
-    pthread_mutex_unlock(&ctx->lock);
-    return rc;
-}
-
-extern "C" int nvf_quant_source_cuda(uint8_t *packed, uint8_t *scales, const nvf_quant_source *s,
-                                     float gs, const nvf_quant_params *p, int device) {
-    dev_ctx *ctx;
-    int rc = ctx_acquire(&ctx, device);
-    if (rc < 0)
-        return rc;
-    rc = run_chunks(ctx, s, 1, packed, scales, p, gs, 0);
-    pthread_mutex_unlock(&ctx->lock);
-    return rc;
-}
-
-extern "C" void nvf_quant_cuda_shutdown(void) {
-    if (!g_ctx_init)
-        return;
-    for (int d = 0; d < MAX_DEVICES; d++) {
-        dev_ctx *c = &g_ctx[d];
-        pthread_mutex_lock(&c->lock);
-        if (c->ready && cudaSetDevice(d) == cudaSuccess) {
-            for (int i = 0; i < N_SLOTS; i++)
-                slot_release(&c->slots[i]);
-            cudaFree(c->d_amax);
-            cudaFree(c->d_bad);
-            c->d_amax = NULL;
-            c->d_bad = NULL;
-            c->ready = 0;
-        }
-        pthread_mutex_unlock(&c->lock);
-    }
-}
-
-extern "C" int nvf_quant_cuda_config_count(void) {
-    return N_CFGS;
-}
-
-extern "C" int nvf_quant_cuda_set_config(int config, size_t chunk_bytes) {
-    if (config < -1 || config >= N_CFGS)
-        return nvf_error_set(NVF_E_INVALID, "launch configuration %d out of range (0..%d)", config,
-                             N_CFGS - 1);
-    g_cfg_forced = config;
-    g_chunk_forced = chunk_bytes;
-    return 0;
-}
-
-/* ---- benchmark on device-resident data --------------------------------------------------- */
-
-/* Deterministic synthetic values: BF16 close to N(0,1) (sum of four uniforms), or E4M3 bytes of
- * the same distribution (never NaN). */
-__global__ void fill_kernel(uint8_t *dst, int64_t n, int fp8) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        uint64_t h = (uint64_t)i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-        float acc = 0.0f;
-        for (int k = 0; k < 4; k++) {
-            h ^= h >> 31;
-            h *= 0xBF58476D1CE4E5B9ull;
-            h ^= h >> 29;
-            acc = __fadd_rn(acc, __fmul_rn((float)(h >> 40), 5.96046448e-08f));
-        }
-        float v = __fmul_rn(__fsub_rn(acc, 2.0f), 1.7320508f);
-        if (fp8)
-            dst[i] = nvf_f32_to_e4m3_sat(__fmul_rn(v, 64.0f));
-        else
-            ((uint16_t *)dst)[i] = nvf_f32_to_bf16_rn(v);
-    }
-}
-
-__global__ void fill_scale_kernel(float *dst, int64_t n) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        dst[i] = nvf_e8m0_to_f32((uint8_t)(118 + (i * 7) % 5)); /* 2^-9 .. 2^-5 */
-}
-
-static int cmp_float(const void *x, const void *y) {
-    float a = *(const float *)x, b = *(const float *)y;
-    return (a > b) - (a < b);
-}
-
-extern "C" int nvf_quant_cuda_bench(double *out_s, nvf_dtype dtype, int64_t rows, int64_t cols,
-                                    const nvf_quant_params *p, nvf_quant_cuda_pass pass, int runs,
-                                    int device) {
-    dev_ctx *ctx;
-    int rc = ctx_acquire(&ctx, device);
-    if (rc < 0)
-        return rc;
-    int fp8 = dtype == NVF_DTYPE_F8_E4M3;
-    int64_t n = rows * cols, nsc = ceil_div64(rows, 128) * ceil_div64(cols, 128);
-    size_t in_bytes = (size_t)n * (fp8 ? 1 : 2), out_bytes = (size_t)n / 2 + (size_t)n / 16;
-    uint8_t *d_in = NULL, *d_out = NULL;
-    float *d_scale = NULL, *times = NULL;
-    cudaEvent_t ev0 = NULL, ev1 = NULL;
-    cudaStream_t st = ctx->slots[0].stream;
-    nvf_quant_source s;
-    memset(&s, 0, sizeof s);
-    s.dtype = fp8 ? NVF_DTYPE_F8_E4M3 : NVF_DTYPE_BF16;
-    s.rows = rows;
-    s.cols = cols;
-    s.block_rows = s.block_cols = 128;
-    qargs a;
-    memset(&a, 0, sizeof a);
-    /* the bench's FP8 source is block-scaled (its scales are set below) */
-    const launch_cfg &cfg =
-        g_cfg_forced >= 0 ? k_cfgs[g_cfg_forced] : k_cfgs[fp8 ? CFG_DEFAULT_FP8B : CFG_DEFAULT];
-    times = (float *)calloc((size_t)runs, sizeof *times);
-    if (!times) {
-        rc = nvf_error_set(NVF_E_NOMEM, "out of memory");
-        goto done;
-    }
-    NVF_CUDA_TRY(cudaMalloc((void **)&d_in, in_bytes));
-    NVF_CUDA_TRY(cudaMalloc((void **)&d_out, pass == 2 ? in_bytes : out_bytes));
-    NVF_CUDA_TRY(cudaMalloc((void **)&d_scale, (size_t)nsc * sizeof(float)));
-    NVF_CUDA_TRY(cudaEventCreate(&ev0));
-    NVF_CUDA_TRY(cudaEventCreate(&ev1));
-    fill_kernel<<<ctx->sms * 8, 256, 0, st>>>(d_in, n, fp8);
-    fill_scale_kernel<<<ctx->sms, 256, 0, st>>>(d_scale, nsc);
-    NVF_CUDA_TRY(cudaGetLastError());
-    s.data = d_in;
-    s.scale = fp8 ? d_scale : NULL;
-    a.src = d_in;
-    a.nblocks = n / NVF_BLOCK;
-    a.w = cols;
-    a.cols = cols;
-    a.dtype = (int32_t)s.dtype;
-    a.scale = fp8 ? d_scale : NULL;
-    a.ncb = ceil_div64(cols, 128);
-    a.br = a.bc = 128;
-    if (fp8)
-        fp8_index_setup(a);
-    a.packed = d_out;
-    a.scales = d_out + n / 2;
-    a.amax = ctx->d_amax;
-    a.bad = ctx->d_bad;
+void quant_launch_quant(const quant_job &j, const nvf_quant_source *s, uint8_t *packed,
+                        uint8_t *scales, float gs, const unsigned int *amax_in,
+                        const nvf_quant_params *p, const launch_cfg &c, int sms, cudaStream_t st) {
+    qargs a = job_args(j, s);
+    a.packed = packed;
+    a.scales = scales;
+    a.k = consts_for(gs, p, s);
+    a.amax_in = amax_in;
     a.e4m3_max = p->e4m3_max;
-    a.k = consts_for(384.0f, p, &s);
-    a.min_abs = source_min_abs(&s);
-    if (pass == 1)
-        a.amax_in = ctx->d_amax;
-    for (int r = -3; r < runs; r++) {
-        NVF_CUDA_TRY(cudaEventRecord(ev0, st));
-        if (pass == 2) {
-            NVF_CUDA_TRY(cudaMemcpyAsync(d_out, d_in, in_bytes, cudaMemcpyDeviceToDevice, st));
-        } else {
-            if (pass == 1) {
-                NVF_CUDA_TRY(cudaMemsetAsync(ctx->d_amax, 0, sizeof(unsigned int), st));
-                launch_amax(src_kind(&s), a, cfg, ctx->sms, st);
-            }
-            launch_quant(src_kind(&s), a, p, cfg, ctx->sms, st);
-        }
-        NVF_CUDA_TRY(cudaEventRecord(ev1, st));
-        NVF_CUDA_TRY(cudaEventSynchronize(ev1));
-        NVF_CUDA_TRY(cudaGetLastError());
-        if (r >= 0)
-            NVF_CUDA_TRY(cudaEventElapsedTime(&times[r], ev0, ev1));
-    }
-    qsort(times, (size_t)runs, sizeof *times, cmp_float);
-    *out_s = (runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2])) * 1e-3;
-done:
-    if (ev0)
-        cudaEventDestroy(ev0);
-    if (ev1)
-        cudaEventDestroy(ev1);
-    cudaFree(d_in);
-    cudaFree(d_out);
-    cudaFree(d_scale);
-    free(times);
-    pthread_mutex_unlock(&ctx->lock);
-    return rc;
+    a.min_abs = source_min_abs(s);
+    launch_quant(src_kind(s), a, p, c, sms, st);
 }

@@ -1,6 +1,7 @@
 /* nvfp4/backend.h: open/close and the dispatch through the ops table. */
 #include "backend/backend_internal.h"
 
+#include "nvfp4/format.h"
 #include "nvfp4/status.h"
 
 #include <stdlib.h>
@@ -94,4 +95,28 @@ int nvf_backend_dequant_bf16(nvf_backend *b, uint8_t *out, const nvf_quant_sourc
     if (!b->ops->dequant_bf16)
         return missing(b, "dequant_bf16");
     return b->ops->dequant_bf16(b, out, s, check_finite, name);
+}
+
+int nvf_backend_bench_quant(nvf_backend *b, double *out_s, nvf_dtype dtype, int64_t rows,
+                            int64_t cols, const nvf_quant_params *p, nvf_backend_bench_pass pass,
+                            int runs, const volatile sig_atomic_t *stop) {
+    if (!b->ops->bench_quant)
+        return missing(b, "bench_quant");
+    if (runs <= 0 || rows < 1 || cols < NVF_BLOCK || cols % NVF_BLOCK != 0)
+        return nvf_error_set(NVF_E_INVALID,
+                             "bench quant: %d runs of [%lld, %lld] (need runs > 0, rows > 0, cols "
+                             "a positive multiple of 16)",
+                             runs, (long long)rows, (long long)cols);
+    return b->ops->bench_quant(b, out_s, dtype, rows, cols, p, pass, runs, stop);
+}
+
+int nvf_backend_config_count(const nvf_backend *b) {
+    return b->ops->config_count ? b->ops->config_count(b) : 0;
+}
+
+int nvf_backend_set_config(nvf_backend *b, int config, size_t chunk_bytes) {
+    if (!b->ops->set_config)
+        return nvf_error_set(NVF_E_UNSUPPORTED, "the %s backend has no launch configurations",
+                             b->ops->name);
+    return b->ops->set_config(b, config, chunk_bytes);
 }

@@ -1,26 +1,83 @@
-/* The CUDA backend: the kernels of kernels/ behind the ops table (built only with CUDA). */
+/* The CUDA backend: the kernels of kernels/ behind the ops table (built only with CUDA). The
+ * backend's state is the device's quantizer state (kernels/quant_pipeline.h): its context,
+ * streams, staging buffers and launch configuration, used by one thread at a time. */
 #include "backend/backend_internal.h"
 
 #ifdef NVFP4_HAVE_CUDA
 
-#include "nvfp4/quant_cuda.h"
+#include "../../kernels/quant_pipeline.h"
+
+#include "nvfp4/status.h"
+
+static int cuda_open(nvf_backend *b, int threads) {
+    (void)threads;
+    nvf_cuda_quant *q = NULL;
+    int rc = nvf_cuda_quant_open(&q, b->device.index);
+    if (rc < 0)
+        return rc;
+    b->state = q;
+    return NVF_OK;
+}
+
+static void cuda_close(nvf_backend *b) {
+    nvf_cuda_quant_close(b->state);
+    b->state = NULL;
+}
 
 static int cuda_amax(nvf_backend *b, float *out, const nvf_quant_source *s, int allow_nonfinite,
                      const char *name) {
-    return nvf_quant_amax_cuda(out, s, allow_nonfinite, b->device.index, name);
+    return nvf_cuda_quant_amax(b->state, out, s, allow_nonfinite, name);
 }
 
 static int cuda_quantize(nvf_backend *b, uint8_t *packed, uint8_t *scales,
                          const nvf_quant_source *s, float gs, const nvf_quant_params *p) {
-    return nvf_quant_source_cuda(packed, scales, s, gs, p, b->device.index);
+    return nvf_cuda_quant_source(b->state, packed, scales, s, gs, p);
+}
+
+static int cuda_quantize_group(nvf_backend *b, float *out_gs, uint8_t *const *packed,
+                               uint8_t *const *scales, const nvf_quant_source *srcs,
+                               const char *const *names, size_t n, const nvf_quant_params *p,
+                               int allow_nonfinite) {
+    return nvf_cuda_quant_group(b->state, out_gs, packed, scales, srcs, names, n, p,
+                                allow_nonfinite);
+}
+
+static int cuda_dequant_bf16(nvf_backend *b, uint8_t *out, const nvf_quant_source *s,
+                             int check_finite, const char *name) {
+    return nvf_cuda_quant_dequant_bf16(b->state, out, s, check_finite, name);
+}
+
+static int cuda_bench_quant(nvf_backend *b, double *out_s, nvf_dtype dtype, int64_t rows,
+                            int64_t cols, const nvf_quant_params *p, nvf_backend_bench_pass pass,
+                            int runs, const volatile sig_atomic_t *stop) {
+    return nvf_cuda_quant_bench(b->state, out_s, dtype, rows, cols, p, (int)pass, runs, stop);
+}
+
+static int cuda_config_count(const nvf_backend *b) {
+    (void)b;
+    return nvf_cuda_quant_config_count();
+}
+
+static int cuda_set_config(nvf_backend *b, int config, size_t chunk_bytes) {
+    return nvf_cuda_quant_set_config(b->state, config, chunk_bytes);
 }
 
 const nvf_backend_ops nvf_backend_cuda_ops = {
     .name = "cuda",
+    .open = cuda_open,
+    .close = cuda_close,
     .amax = cuda_amax,
     .quantize = cuda_quantize,
-    .dequant_bf16 = nvf_backend_cpu_dequant_bf16,
+    .quantize_group = cuda_quantize_group,
+    .dequant_bf16 = cuda_dequant_bf16,
+    .bench_quant = cuda_bench_quant,
+    .config_count = cuda_config_count,
+    .set_config = cuda_set_config,
 };
+
+void nvf_backend_cuda_set_group_budget(size_t bytes) {
+    nvf_cuda_quant_set_group_budget(bytes);
+}
 
 #else
 

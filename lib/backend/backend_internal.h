@@ -23,6 +23,12 @@ typedef struct nvf_backend_ops {
                           int allow_nonfinite);
     int (*dequant_bf16)(nvf_backend *b, uint8_t *out, const nvf_quant_source *s, int check_finite,
                         const char *name);
+    int (*bench_quant)(nvf_backend *b, double *out_s, nvf_dtype dtype, int64_t rows, int64_t cols,
+                       const nvf_quant_params *p, nvf_backend_bench_pass pass, int runs,
+                       const volatile sig_atomic_t *stop);
+    /* NULL: no launch configurations */
+    int (*config_count)(const nvf_backend *b);
+    int (*set_config)(nvf_backend *b, int config, size_t chunk_bytes);
 } nvf_backend_ops;
 
 struct nvf_backend {
@@ -35,6 +41,8 @@ struct nvf_backend {
 extern const nvf_backend_ops nvf_backend_cpu_ops;
 #ifdef NVFP4_HAVE_CUDA
 extern const nvf_backend_ops nvf_backend_cuda_ops;
+/* nvf_quant_cuda_set_group_budget of a build with CUDA */
+void nvf_backend_cuda_set_group_budget(size_t bytes);
 #endif
 
 /** CPU dequantization, also the generic path of the other backends' error reports. */

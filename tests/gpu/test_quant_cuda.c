@@ -1,5 +1,5 @@
 /*
- * GPU vs CPU: nvf_quant_amax_cuda / nvf_quant_source_cuda against nvf_quant_amax_ref /
+ * GPU vs CPU: the CUDA backend's amax and quantize (nvfp4/backend.h) against nvf_quant_amax_ref /
  * nvf_quant_source_ref, byte for byte (memcmp; the first mismatching blocks are printed in hex,
  * at most 10), for every launch configuration, a default and a tiny staging chunk (many chunks,
  * rows split into pieces), every recipe variant, on hard cases (zeros, E2M1 ties, subnormal
@@ -9,10 +9,10 @@
  */
 #include "check.h"
 
+#include "nvfp4/backend.h"
 #include "nvfp4/device.h"
 #include "nvfp4/format.h"
 #include "nvfp4/quant.h"
-#include "nvfp4/quant_cuda.h"
 #include "nvfp4/status.h"
 
 #include <float.h>
@@ -104,6 +104,7 @@ static void put(uint8_t *p, nvf_dtype d, size_t i, float f) {
 }
 
 static int g_shown;
+static nvf_backend *g_gpu;
 
 static void compare_quant(const char *what, const nvf_quant_source *s, float gs,
                           const nvf_quant_params *p) {
@@ -117,7 +118,7 @@ static void compare_quant(const char *what, const nvf_quant_source *s, float gs,
     memset(pg, 0xAA, n / 2 + 1);
     memset(sg, 0xAA, n / 16 + 1);
     CHECK(nvf_quant_source_ref(pw, sw, s, gs, p, 0) == 0);
-    int rc = nvf_quant_source_cuda(pg, sg, s, gs, p, 0);
+    int rc = nvf_backend_quantize(g_gpu, pg, sg, s, gs, p);
     CHECK_MSG(rc == 0, "%s: %s", what, nvf_error_last());
     int same = memcmp(pw, pg, n / 2) == 0 && memcmp(sw, sg, n / 16) == 0;
     CHECK_MSG(same, "%s: method %d error %d domain %d gs %a: GPU bytes differ", what, p->method,
@@ -157,7 +158,7 @@ static void compare_all(const char *what, const nvf_quant_source *s, int all_var
         int rw = nvf_quant_amax_ref(&aw, s, allow, 0, "t");
         char mw[512];
         snprintf(mw, sizeof mw, "%s", nvf_error_last());
-        int rg = nvf_quant_amax_cuda(&ag, s, allow, 0, "t");
+        int rg = nvf_backend_amax(g_gpu, &ag, s, allow, "t");
         CHECK_MSG(rw == rg, "%s: amax status cpu %d gpu %d (%s)", what, rw, rg, nvf_error_last());
         if (rw == 0 && rg == 0)
             CHECK_MSG(nvf_f32_bits(aw) == nvf_f32_bits(ag), "%s: amax cpu %a gpu %a", what,
@@ -241,12 +242,20 @@ int main(void) {
         printf("test_quant_cuda: no CUDA device, skipped\n");
         return 77;
     }
+    nvf_device dev;
+    CHECK(nvf_device_select(&dev, "cuda:0") == 0);
+    int rc = nvf_backend_open(&g_gpu, &dev, 0);
+    CHECK_MSG(rc == 0, "open cuda:0: %s", nvf_error_last());
+    if (rc != 0)
+        return check_summary("test_quant_cuda");
+    int ncfg = nvf_backend_config_count(g_gpu);
+    CHECK(ncfg > 0);
     printf("test_quant_cuda: seed 0x%016llx, %d launch configurations\n", (unsigned long long)SEED,
-           nvf_quant_cuda_config_count());
+           ncfg);
     const size_t chunks[] = {0, 4096};
-    for (int c = 0; c < nvf_quant_cuda_config_count(); c++) {
+    for (int c = 0; c < ncfg; c++) {
         for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
-            CHECK(nvf_quant_cuda_set_config(c, chunks[k]) == 0);
+            CHECK(nvf_backend_set_config(g_gpu, c, chunks[k]) == 0);
             printf("config %d, chunk %zu\n", c, chunks[k]);
             plain_case("bf16 gauss 300x208", NVF_DTYPE_BF16, 300, 16 * 13, 0, 1);
             plain_case("bf16 1x16016", NVF_DTYPE_BF16, 1, 16 * 1001, 0, 0);
@@ -268,9 +277,11 @@ int main(void) {
             fp8_case("fp8 nonfinite 40x96", 40, 96, 32, 32, NVF_DTYPE_F32, 1);
         }
     }
-    CHECK(nvf_quant_cuda_set_config(-1, 0) == 0);
+    CHECK(nvf_backend_set_config(g_gpu, ncfg, 0) == NVF_E_INVALID);
+    CHECK(nvf_backend_set_config(g_gpu, -2, 0) == NVF_E_INVALID);
+    CHECK(nvf_backend_set_config(g_gpu, -1, 0) == 0);
     /* One very large tensor (about 1 GB of BF16), default configuration. */
     plain_case("bf16 gauss 8200x65536", NVF_DTYPE_BF16, 8200, 65536, 0, 0);
-    nvf_quant_cuda_shutdown();
+    nvf_backend_close(g_gpu);
     return check_summary("test_quant_cuda");
 }

@@ -12,6 +12,17 @@
  *      quantized with it (an expert's gate+up, q/k/v): on a GPU each member is uploaded once;
  *   4. dequant_bf16: an FP8 (block- or tensor-scaled) or plain source written as BF16:
  *      bf16(RN(f32(value) * scale)).
+ * Plus what `bench quant` needs: a timed quantization on the backend's own data, and the
+ * launch configurations of a GPU backend.
+ *
+ * Threads: a backend is single-threaded. It holds streams, staging buffers and scratch that its
+ * calls reuse, so one backend must never be called from two threads at once; a program that
+ * computes on several threads opens one backend per worker thread (backends of one device or
+ * of different devices then run side by side). The CPU backend uses its own `threads` threads
+ * inside each call.
+ *
+ * Availability: a build without CUDA has no CUDA backend; nvf_backend_open for a CUDA device
+ * then fails with NVF_E_DEVICE and the caller falls back to the CPU.
  */
 #ifndef NVFP4_BACKEND_H
 #define NVFP4_BACKEND_H
@@ -19,6 +30,7 @@
 #include "nvfp4/device.h"
 #include "nvfp4/quant.h"
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,6 +90,38 @@ int nvf_backend_quantize_group(nvf_backend *b, float *out_gs, uint8_t *const *pa
  */
 int nvf_backend_dequant_bf16(nvf_backend *b, uint8_t *out, const nvf_quant_source *s,
                              int check_finite, const char *name);
+
+/** What nvf_backend_bench_quant() times. */
+typedef enum nvf_backend_bench_pass {
+    NVF_BACKEND_BENCH_QUANTIZE = 0,      /* the quantizing pass, global scale given */
+    NVF_BACKEND_BENCH_AMAX_QUANTIZE = 1, /* the amax pass, then the quantizing pass */
+    NVF_BACKEND_BENCH_COPY = 2,          /* a copy of the input in device memory (GPU only) */
+} nvf_backend_bench_pass;
+
+/**
+ * Time `pass` on the backend's own synthetic data of `rows` x `cols` values of `dtype` (BF16
+ * close to N(0,1); on a GPU also F8_E4M3 with 128 x 128 F32 block scales): the median of
+ * `runs` runs into *out_s (seconds). The CPU times by the wall clock; a GPU keeps the data on
+ * the device and times with events after 3 warm-up runs. When `stop` is set and *stop becomes
+ * non-zero (a signal handler), the call stops between runs.
+ * @return 0; NVF_E_INTERRUPTED; NVF_E_UNSUPPORTED (a dtype or pass this backend does not
+ * time); NVF_E_NOMEM, NVF_E_CUDA.
+ */
+int nvf_backend_bench_quant(nvf_backend *b, double *out_s, nvf_dtype dtype, int64_t rows,
+                            int64_t cols, const nvf_quant_params *p, nvf_backend_bench_pass pass,
+                            int runs, const volatile sig_atomic_t *stop);
+
+/** Number of launch configurations the backend can be set to (0: none, the CPU). */
+int nvf_backend_config_count(const nvf_backend *b);
+
+/**
+ * For tests and benchmarks: make the backend's later calls use launch configuration `config`
+ * (0 .. count-1; -1 restores the defaults) and stage `chunk_bytes` of input per chunk (0: the
+ * default, 64 MiB).
+ * @return 0; NVF_E_INVALID (config out of range); NVF_E_UNSUPPORTED (a backend without launch
+ * configurations).
+ */
+int nvf_backend_set_config(nvf_backend *b, int config, size_t chunk_bytes);
 
 #ifdef __cplusplus
 }

@@ -1,12 +1,14 @@
 /*
- * NVFP4 quantization on a CUDA GPU: the twins of nvf_quant_amax_ref and nvf_quant_source_ref
- * (nvfp4/quant.h), producing the same results byte for byte (kernels/quant.cu).
+ * NVFP4 quantization on a CUDA GPU by device ordinal: the twins of nvf_quant_amax_ref and
+ * nvf_quant_source_ref (nvfp4/quant.h), producing the same results byte for byte. New code uses
+ * nvfp4/backend.h; these calls go through the calling thread's own CUDA backend
+ * (lib/backend/backend_legacy.c).
  *
  * Both calls take host pointers (the data may be an mmap of a file) and stage the tensor
  * through pinned buffers on the given device, chunk by chunk, with the copies and kernels of
- * consecutive chunks overlapped on two or more streams; the GPU memory used is bounded whatever
- * the tensor size. A build without CUDA (lib/gpu/quant_cuda_stub.c) answers NVF_E_DEVICE.
- * Calls for different devices may run concurrently; calls for one device are serialized.
+ * consecutive chunks overlapped on two streams; the GPU memory used is bounded whatever the
+ * tensor size. A build without CUDA answers NVF_E_DEVICE. Threads may call concurrently (each
+ * has its own backend).
  */
 #ifndef NVFP4_QUANT_CUDA_H
 #define NVFP4_QUANT_CUDA_H
@@ -41,34 +43,18 @@ int nvf_quant_amax_cuda(float *out, const nvf_quant_source *s, int allow_nonfini
 int nvf_quant_source_cuda(uint8_t *packed, uint8_t *scales, const nvf_quant_source *s, float gs,
                           const nvf_quant_params *p, int device);
 
-/** Release the per-device buffers and streams (at exit). Safe to call when none exist. */
+/** Release the calling thread's CUDA backend (its buffers and streams; a thread's backend is
+ * also released when the thread ends). Safe to call when none exists. */
 void nvf_quant_cuda_shutdown(void);
 
-/** Number of launch configurations the launcher can pick (0 without CUDA). */
-int nvf_quant_cuda_config_count(void);
-
 /**
- * For tests and benchmarks: make every later call use launch configuration `config` (0 ..
- * count-1; -1 restores the default) and stage `chunk_bytes` of input per chunk (0: the
- * default, 64 MiB). Not thread-safe against running calls.
- * @return 0 or NVF_E_INVALID (config out of range), NVF_E_DEVICE without CUDA.
+ * Device-memory budget in bytes of a device-resident quantize group (nvf_backend_quantize_group
+ * on a GPU): a group whose values, scales and outputs need more takes the chunked path. 0
+ * restores the default: NVFP4_CUDA_GROUP_BUDGET (bytes) from the environment when set, else a
+ * quarter of the device memory free when the backend was opened. Process-wide; for tests and
+ * tuning. Without CUDA it does nothing.
  */
-int nvf_quant_cuda_set_config(int config, size_t chunk_bytes);
-
-/** What nvf_quant_cuda_bench() times. */
-typedef enum nvf_quant_cuda_pass {
-    NVF_QUANT_CUDA_QUANTIZE = 0,      /* the quantizing pass, global scale given */
-    NVF_QUANT_CUDA_AMAX_QUANTIZE = 1, /* amax pass, then the quantizing pass (gs on the GPU) */
-    NVF_QUANT_CUDA_COPY = 2,          /* cudaMemcpy device to device of the input */
-} nvf_quant_cuda_pass;
-
-/**
- * Time `pass` on device-resident synthetic data of `rows` x `cols` (BF16 close to N(0,1), or
- * F8_E4M3 with 128 x 128 F32 block scales) with CUDA events: 3 warm-up runs, then the median
- * of `runs` into `*out_s` (seconds). @return 0, NVF_E_DEVICE, NVF_E_CUDA or NVF_E_NOMEM.
- */
-int nvf_quant_cuda_bench(double *out_s, nvf_dtype dtype, int64_t rows, int64_t cols,
-                         const nvf_quant_params *p, nvf_quant_cuda_pass pass, int runs, int device);
+void nvf_quant_cuda_set_group_budget(size_t bytes);
 
 #ifdef __cplusplus
 }
