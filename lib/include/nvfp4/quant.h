@@ -14,6 +14,7 @@
 #define NVFP4_QUANT_H
 
 #include "nvfp4/dtype.h"
+#include "nvfp4/quant_types.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -21,29 +22,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum nvf_quant_method {
-    NVF_QUANT_METHOD_RTN = 0,    /* plain NVFP4: one scale candidate per block */
-    NVF_QUANT_METHOD_4OVER6 = 1, /* two candidates (max maps to 6 or to 4), lower error wins */
-} nvf_quant_method;
-
-typedef enum nvf_quant_error {
-    NVF_QUANT_ERROR_MSE = 0, /* sum of squared differences */
-    NVF_QUANT_ERROR_MAE = 1, /* sum of absolute differences */
-} nvf_quant_error;
-
-typedef enum nvf_quant_domain {
-    NVF_QUANT_DOMAIN_SCALED = 0,   /* compare in the global-scaled domain (x * gs) */
-    NVF_QUANT_DOMAIN_ORIGINAL = 1, /* compare dequantized values with x */
-} nvf_quant_domain;
-
-/** How blocks are quantized (the `quantization:` section of a recipe). */
-typedef struct nvf_quant_params {
-    nvf_quant_method method;
-    nvf_quant_error error;   /* 4over6 only */
-    nvf_quant_domain domain; /* 4over6 only */
-    int32_t e4m3_max;        /* 448 or 256: the E of the global scale; blocks always clamp at 448 */
-} nvf_quant_params;
 
 /** The default recipe's parameters: 4over6, MSE, scaled domain, E = 256 (SPEC section 4). */
 nvf_quant_params nvf_quant_params_default(void);
