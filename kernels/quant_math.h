@@ -10,8 +10,8 @@
  *   2. nvf_qm_block_fast: the same values with fewer instructions, exact because
  *      - the E2M1 rounding of a = min(|t|, 6) is RN(a + c) - c with c = 2^(22 + E), E the
  *        binade of max(a, 1) (0, 1 or 2): the sum's ulp is the grid step (0.5, 1, 2) there, so
- *        the sum rounds a to the grid, ties to the even grid index, as nvf_qb_e2m1_round_mag does;
- *        c comes from the exponent bits of max(a, 1) by one bitwise operation (NVF_QM_C_*);
+ *        the sum rounds a to the grid, ties to the even grid index, as nvf_qb_e2m1_round_mag
+ *        does; c comes from the exponent bits of max(a, 1) by one bitwise operation (NVF_QM_C_*);
  *      - the E2M1 index is the bits of RN(mag * 2^-126) >> 22 (mag = 0.5 lands on the binary32
  *        subnormal 2^-127, every other magnitude on a normal with one mantissa bit);
  *      - errors use |x|: RN is symmetric, so |q * sff - y| = |mag * sff - |y||, and likewise in
@@ -121,9 +121,9 @@ typedef enum nvf_qm_clamp {
 } nvf_qm_clamp;
 
 /* Grid magnitude of a = min(t, 6) for t = |x| * enc >= 0, and its E2M1 index placed at nibble
- * `i` of a word (bits 4i..4i+2). NVF_QM_CLAMP_OFF leaves the min out: the caller has checked t < 7,
- * where the rounding below gives min(t, 6)'s grid value (t in [6, 7) rounds to 6 in the binade [4,
- * 8)).
+ * `i` of a word (bits 4i..4i+2). NVF_QM_CLAMP_OFF leaves the min out: the caller has checked
+ * t < 7, where the rounding below gives min(t, 6)'s grid value (t in [6, 7) rounds to 6 in the
+ * binade [4, 8)).
  */
 #define NVF_QM_ROUND_MAG(mag, t, CLAMP, keep)                                                      \
     do {                                                                                           \
