@@ -37,8 +37,8 @@ typedef struct row_pass {
     amax_slot *slots; /* ntasks of them */
 } row_pass;
 
-/* Row `t` of the split of `rows` rows into `n` ranges whose sizes differ by at most one: the
- * start of range t (t = n: rows). */
+/* The first row of range t when `rows` rows are split into `n` contiguous ranges whose sizes
+ * differ by at most one (t = n gives rows). */
 static int64_t split_at(int64_t rows, int64_t n, int64_t t) {
     int64_t q = rows / n, rem = rows % n;
     return q * t + (t < rem ? t : rem);
