@@ -1,7 +1,8 @@
 /*
  * NVFP4 quantization kernels (the amax pass and the quantizing pass) and their launchers,
  * byte-identical to nvf_quant_amax_ref / nvf_quant_source_ref (SPEC section 4). The block
- * arithmetic is kernels/quant_math.h; this file holds the kernels (one thread per 16-value
+ * arithmetic is the shared exact block (nvfp4/quant_block.h) with the fast path of
+ * kernels/quant_math.h on top; this file holds the kernels (one thread per 16-value
  * block, 16-byte loads, a persistent grid-stride loop with several blocks in flight per thread)
  * and the launchers (launch configurations) over device pointers (quant_launch.h). The host
  * side is quant_pipeline.cu, the benchmark quant_bench.cu.
@@ -58,22 +59,9 @@ struct qargs {
 
 /* ---- kernels ----------------------------------------------------------------------------- */
 
-/* Global scale as nvf_quant_global_scale. */
-__device__ static float dev_global_scale(float amax, int32_t e4m3_max) {
-    if (amax == 0.0f)
-        return FLT_MAX;
-    float num = __fmul_rn((float)e4m3_max, 6.0f);
-    float gs = __fdiv_rn(num, amax);
-    if (gs > FLT_MAX)
-        gs = FLT_MAX;
-    if (gs == 0.0f)
-        gs = 1.0f;
-    return gs;
-}
-
 /* f32 of FP8-block value b with multiplier m: bf16(RN(f32(b) * m)). */
 __device__ static inline float fp8b_value(float v, float m) {
-    return __bfloat162float(__float2bfloat16_rn(__fmul_rn(v, m)));
+    return __bfloat162float(__float2bfloat16_rn(nvf_qb_mul(v, m)));
 }
 
 __device__ static float scale_at(const qargs &a, int64_t row, int64_t col) {
@@ -138,7 +126,7 @@ __device__ static inline void block_words(uint32_t *w, const uint4 *raw, const q
             /* exact E4M3 -> f16 -> f32, then both products rounded to BF16 by one cvt */
             __half2_raw p = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)h[j], __NV_E4M3);
             float2 f = __half22float2(__half2(p));
-            __nv_bfloat162 v = __floats2bfloat162_rn(__fmul_rn(f.x, m), __fmul_rn(f.y, m));
+            __nv_bfloat162 v = __floats2bfloat162_rn(nvf_qb_mul(f.x, m), nvf_qb_mul(f.y, m));
             w[j] = *(const uint32_t *)&v;
         }
     }
@@ -203,18 +191,16 @@ __device__ static __noinline__ void block_store_exact(const qargs a, const nvf_q
     float x[NVF_BLOCK];
     for (int i = 0; i < NVF_BLOCK; i++)
         x[i] = nvf_f32_from_bits(xb[i]);
-    uint32_t w0, w1;
-    uint8_t sf;
-    nvf_qm_block_exact(&w0, &w1, &sf, x, &k);
-    *(uint2 *)(a.packed + b * NVF_BLOCK_BYTES) = make_uint2(w0, w1);
-    a.scales[b] = sf;
+    uint32_t w[2];
+    a.scales[b] = nvf_qb_quantize_words(w, x, &k.b);
+    *(uint2 *)(a.packed + b * NVF_BLOCK_BYTES) = make_uint2(w[0], w[1]);
 }
 
 /* Quantize block b whose raw loads are `raw`. BF16 pairs (BF16 and FP8-block sources): the
  * largest magnitude and the smallest one by 16-bit SIMD max/min over the pair words, the sign
  * words by byte permutes (bf16_sign_word) unless a magnitude is zero (a -0 must not get a sign
  * bit), the values themselves as the words' halves. */
-template <int SRC, int METHOD, int ERR, int DOM>
+template <int SRC, nvf_quant_method METHOD, nvf_quant_error ERR, nvf_quant_domain DOM>
 __device__ static inline void block_store(const qargs &a, const nvf_qm_consts &k,
                                           const nvf_qm_scale *tab, int64_t b, const uint4 *raw) {
     uint32_t xb[NVF_BLOCK], m = 0, s0 = 0, s1 = 0;
@@ -267,17 +253,18 @@ __device__ static inline void block_store(const qargs &a, const nvf_qm_consts &k
 /* U blocks per thread and loop step; PF: the next step's loads are issued before this step's
  * arithmetic, so that they stay in flight while it runs. The block scales' table (enc, sff per
  * E4M3 byte) is built in shared memory first. */
-template <int SRC, int METHOD, int ERR, int DOM, int U, int PF>
+template <int SRC, nvf_quant_method METHOD, nvf_quant_error ERR, nvf_quant_domain DOM, int U,
+          int PF>
 __global__ void __launch_bounds__(512) quant_kernel(qargs a) {
     __shared__ nvf_qm_scale tab[NVF_QM_TAB_N];
     nvf_qm_consts k = a.k;
     if (a.amax_in) {
-        float gs = dev_global_scale(nvf_f32_from_bits(*a.amax_in), a.e4m3_max);
-        k = nvf_qm_consts_make(gs, k.method, k.error, k.domain, a.min_abs);
+        float gs = nvf_qb_global_scale(nvf_f32_from_bits(*a.amax_in), a.e4m3_max);
+        k = nvf_qm_consts_make(gs, k.b.method, k.b.error, k.b.domain, a.min_abs);
     }
     asm("" : "+r"(k.c_keep)); /* an unknown value to the compiler: see nvf_qm_consts */
     for (int i = threadIdx.x; i < NVF_QM_TAB_N; i += blockDim.x)
-        tab[i] = nvf_qm_scale_of((uint8_t)i, k.rcp_gs);
+        tab[i] = nvf_qm_scale_of((uint8_t)i, k.b.rcp_gs);
     __syncthreads();
     const int R = SRC == SRC_BF16 ? 2 : 1;
     int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -370,7 +357,7 @@ template <int SRC, int U> __global__ void __launch_bounds__(512) amax_kernel(qar
                 float sc = fabsf(fp8_block_scale(a, b));
                 bm = 0x7F800000u;
                 if (mx != 0x7Fu && sc <= FLT_MAX)
-                    bm = nvf_f32_bits(fp8b_value(nvf_qm_e4m3_to_f32((uint8_t)mx), sc));
+                    bm = nvf_f32_bits(fp8b_value(nvf_qb_e4m3_to_f32((uint8_t)mx), sc));
             } else {
                 uint32_t xb[NVF_BLOCK];
                 block_bits<SRC>(xb, raw[u], a, b);
@@ -470,16 +457,19 @@ template <int SRC, int U, int PF>
 static void launch_quant_u(const qargs &a, const nvf_quant_params *p, const launch_cfg &c, int sms,
                            cudaStream_t st) {
     void (*kern)(qargs);
+    constexpr nvf_quant_method RTN = NVF_QUANT_METHOD_RTN, M46 = NVF_QUANT_METHOD_4OVER6;
+    constexpr nvf_quant_error MSE = NVF_QUANT_ERROR_MSE, MAE = NVF_QUANT_ERROR_MAE;
+    constexpr nvf_quant_domain SCALED = NVF_QUANT_DOMAIN_SCALED, ORIG = NVF_QUANT_DOMAIN_ORIGINAL;
     if (p->method == NVF_QUANT_METHOD_RTN)
-        kern = quant_kernel<SRC, 0, 0, 0, U, PF>;
+        kern = quant_kernel<SRC, RTN, MSE, SCALED, U, PF>;
     else if (p->error == NVF_QUANT_ERROR_MSE && p->domain == NVF_QUANT_DOMAIN_SCALED)
-        kern = quant_kernel<SRC, 1, 0, 0, U, PF>;
+        kern = quant_kernel<SRC, M46, MSE, SCALED, U, PF>;
     else if (p->error == NVF_QUANT_ERROR_MSE)
-        kern = quant_kernel<SRC, 1, 0, 1, U, PF>;
+        kern = quant_kernel<SRC, M46, MSE, ORIG, U, PF>;
     else if (p->domain == NVF_QUANT_DOMAIN_SCALED)
-        kern = quant_kernel<SRC, 1, 1, 0, U, PF>;
+        kern = quant_kernel<SRC, M46, MAE, SCALED, U, PF>;
     else
-        kern = quant_kernel<SRC, 1, 1, 1, U, PF>;
+        kern = quant_kernel<SRC, M46, MAE, ORIG, U, PF>;
     kern<<<grid_for(c, a.nblocks, sms, (const void *)kern), c.threads, 0, st>>>(a);
 }
 
@@ -541,8 +531,7 @@ static float source_min_abs(const nvf_quant_source *s) {
 }
 
 static nvf_qm_consts consts_for(float gs, const nvf_quant_params *p, const nvf_quant_source *s) {
-    return nvf_qm_consts_make(gs, (int32_t)p->method, (int32_t)p->error, (int32_t)p->domain,
-                              source_min_abs(s));
+    return nvf_qm_consts_make(gs, p->method, p->error, p->domain, source_min_abs(s));
 }
 
 /* The kernel arguments of job `j` of source `s`. */

@@ -46,7 +46,7 @@ void quant_launch_amax(const quant_job &j, const nvf_quant_source *s, const laun
 /**
  * Queue the quantizing kernel of `j` into `packed` (nblocks * 8 bytes) and `scales` (nblocks
  * bytes): with global scale `gs`, or, when `amax_in` is set, with the global scale of the amax
- * there (nvf_quant_global_scale computed on the device).
+ * there (nvf_qb_global_scale computed on the device).
  */
 void quant_launch_quant(const quant_job &j, const nvf_quant_source *s, uint8_t *packed,
                         uint8_t *scales, float gs, const unsigned int *amax_in,

@@ -1,17 +1,17 @@
 /*
- * The block arithmetic of the CUDA quantizer (kernels/quant.cu), written so that it compiles
- * both as CUDA device code and as plain C11 on the host: tests/gpu/test_quant_math.c runs the
- * host build against nvf_quant_block_ref on every hard case without a GPU.
+ * The fast path of the CUDA quantizer (kernels/quant.cu) on top of the shared exact block
+ * (nvfp4/quant_block.h), written so that it compiles both as CUDA device code and as plain C11
+ * on the host: tests/gpu/test_quant_math.c runs the host build against nvf_quant_block_ref on
+ * every hard case without a GPU.
  *
- * The results are those of lib/quant/quant.c, operation for operation (SPEC section 4). Two
- * paths:
- *   1. nvf_qm_block_exact: a direct transcription of block_quant (used for blocks holding a NaN,
- *      and where the fast path's sign rule could fail).
+ * The results are those of nvf_qb_quantize, byte for byte (SPEC section 4). Two paths:
+ *   1. nvf_qb_quantize_words (quant_block.h) itself: blocks holding a NaN, and blocks where the
+ *      fast path's sign rule could fail.
  *   2. nvf_qm_block_fast: the same values with fewer instructions, exact because
  *      - the E2M1 rounding of a = min(|t|, 6) is RN(a + c) - c with c = 2^(22 + E), E the
  *        binade of max(a, 1) (0, 1 or 2): the sum's ulp is the grid step (0.5, 1, 2) there, so
- *        the sum rounds a to the grid, ties to the even grid index, as e2m1_round_mag does;
- *        c comes from the exponent bits of max(a, 1) by one bitwise operation (NVF_QM_C_*);
+ *        the sum rounds a to the grid, ties to the even grid index, as nvf_qb_e2m1_round_mag
+ *        does; c comes from the exponent bits of max(a, 1) by one bitwise operation (NVF_QM_C_*);
  *      - the E2M1 index is the bits of RN(mag * 2^-126) >> 22 (mag = 0.5 lands on the binary32
  *        subnormal 2^-127, every other magnitude on a normal with one mantissa bit);
  *      - errors use |x|: RN is symmetric, so |q * sff - y| = |mag * sff - |y||, and likewise in
@@ -31,29 +31,11 @@
 #define NVFP4_KERNELS_QUANT_MATH_H
 
 #include "nvfp4/format.h"
+#include "nvfp4/quant_block.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
-
-#ifdef __CUDA_ARCH__
-#include <cuda_fp8.h>
-#define NVF_QM_MUL(a, b)    __fmul_rn((a), (b))
-#define NVF_QM_ADD(a, b)    __fadd_rn((a), (b))
-#define NVF_QM_SUB(a, b)    __fsub_rn((a), (b))
-#define NVF_QM_DIV(a, b)    __fdiv_rn((a), (b))
-#define NVF_QM_RCP(a)       __frcp_rn(a)
-#define NVF_QM_FMA(a, b, c) __fmaf_rn((a), (b), (c))
-#define NVF_QM_NOINLINE     __noinline__
-#else
-#define NVF_QM_MUL(a, b)    ((a) * (b))
-#define NVF_QM_ADD(a, b)    ((a) + (b))
-#define NVF_QM_SUB(a, b)    ((a) - (b))
-#define NVF_QM_DIV(a, b)    ((a) / (b))
-#define NVF_QM_RCP(a)       (1.0f / (a))
-#define NVF_QM_FMA(a, b, c) fmaf((a), (b), (c))
-#define NVF_QM_NOINLINE
-#endif
 
 #ifdef __CUDA_ARCH__
 #define NVF_QM_UNROLL _Pragma("unroll")
@@ -61,62 +43,28 @@
 #define NVF_QM_UNROLL
 #endif
 
+/** RN(a * b + c) with one rounding (the fast path's exact products only, see above). */
+NVF_HOST_DEVICE static inline float nvf_qm_fma(float a, float b, float c) {
+#ifdef __CUDA_ARCH__
+    return __fmaf_rn(a, b, c);
+#else
+    return fmaf(a, b, c);
+#endif
+}
+
 /* c = 2^(22 + E) from the bits of e = max(a, 1) in [1, 8): exponent bit 0 kept, bit 1
  * inverted, the others fixed, mantissa cleared ((e & NVF_QM_C_KEEP) ^ NVF_QM_C_FLIP). */
 #define NVF_QM_C_KEEP 0x01800000u
 #define NVF_QM_C_FLIP 0x4B000000u
 
-/** Per-tensor constants of the block arithmetic (quant.c's quant_consts plus the fast path's). */
+/** Per-tensor constants: the shared block's, and the fast path's. */
 typedef struct nvf_qm_consts {
-    float gs;        /* global encode scale */
-    float rcp_gs;    /* RN(1 / gs) */
-    float rtn_mul;   /* RN(gs * RN(1 / 6)) */
+    nvf_qb_consts b;
     float min_enc;   /* the fast sign rule holds for enc >= min_enc */
     uint32_t c_keep; /* NVF_QM_C_KEEP; the kernels hide its value from the compiler, so that the
                       * rounding constant's (e & keep) ^ flip stays one instruction (LOP3 takes
                       * one immediate operand) */
-    int32_t method;  /* nvf_quant_method */
-    int32_t error;   /* nvf_quant_error */
-    int32_t domain;  /* nvf_quant_domain */
 } nvf_qm_consts;
-
-/* E4M3 byte to binary32 and binary32 to E4M3 (satfinite): the hardware conversions on the GPU
- * (exact; satfinite is what nvf_f32_to_e4m3_sat models), the format.h ones on the host. */
-NVF_HOST_DEVICE static inline float nvf_qm_e4m3_to_f32(uint8_t b) {
-#ifdef __CUDA_ARCH__
-    __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)b, __NV_E4M3);
-    return __half2float(__half(h));
-#else
-    return nvf_e4m3_to_f32(b);
-#endif
-}
-
-NVF_HOST_DEVICE static inline uint8_t nvf_qm_f32_to_e4m3(float f) {
-#ifdef __CUDA_ARCH__
-    return (uint8_t)__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3);
-#else
-    return nvf_f32_to_e4m3_sat(f);
-#endif
-}
-
-/* The E4M3 scale byte of an unclamped block scale: min(s, 448) (NaN gives 448), satfinite. */
-NVF_HOST_DEVICE static inline uint8_t nvf_qm_scale_encode(float s) {
-    return nvf_qm_f32_to_e4m3(s < NVF_E4M3_MAX ? s : NVF_E4M3_MAX);
-}
-
-/* enc = min(RN(1 / RN(f32(sf) * rcp_gs)), FLT_MAX). */
-NVF_HOST_DEVICE static inline float nvf_qm_scale_enc(float sff, float rcp_gs) {
-    float dec = NVF_QM_MUL(sff, rcp_gs);
-    float enc = NVF_QM_RCP(dec);
-    return enc < FLT_MAX ? enc : FLT_MAX;
-}
-
-/* 4over6 block scales before encoding: sf6h = RN(RN(vmax / 6) * gs) (0 when vmax is 0). */
-NVF_HOST_DEVICE static inline float nvf_qm_sf6h(float vmax, float gs) {
-    if (vmax == 0.0f)
-        return 0.0f;
-    return NVF_QM_MUL(NVF_QM_DIV(vmax, 6.0f), gs);
-}
 
 /* RN(v / 6) for v a finite BF16 value, without a division: q = RN(v * RN(1/6)) corrected by one
  * fused step. Equal to the division for every finite BF16 magnitude (checked exhaustively by
@@ -124,16 +72,16 @@ NVF_HOST_DEVICE static inline float nvf_qm_sf6h(float vmax, float gs) {
  * BF16 values (BF16, FP8-block) use it. */
 NVF_HOST_DEVICE static inline float nvf_qm_div6_bf16(float v) {
     const float r6 = 0.166666672f; /* RN(1/6), 0x3E2AAAAB */
-    float q = NVF_QM_MUL(v, r6);
-    float r = NVF_QM_FMA(-q, 6.0f, v);
-    return NVF_QM_FMA(r, r6, q);
+    float q = nvf_qb_mul(v, r6);
+    float r = nvf_qm_fma(-q, 6.0f, v);
+    return nvf_qm_fma(r, r6, q);
 }
 
-/* sf6h with nvf_qm_div6_bf16 when `bf16` (vmax a BF16 value), else as nvf_qm_sf6h. */
+/* nvf_qb_sf6h, with nvf_qm_div6_bf16 when `bf16` (vmax a BF16 value). */
 NVF_HOST_DEVICE static inline float nvf_qm_sf6h_fast(float vmax, float gs, int bf16) {
-    if (vmax == 0.0f)
-        return 0.0f;
-    return NVF_QM_MUL(bf16 ? nvf_qm_div6_bf16(vmax) : NVF_QM_DIV(vmax, 6.0f), gs);
+    if (!bf16 || vmax == 0.0f)
+        return nvf_qb_sf6h(vmax, gs);
+    return nvf_qb_mul(nvf_qm_div6_bf16(vmax), gs);
 }
 
 /* A block scale's decoded value sff = f32(sf) and its encode multiplier enc. The kernels hold
@@ -148,8 +96,8 @@ typedef struct nvf_qm_scale {
 
 NVF_HOST_DEVICE static inline nvf_qm_scale nvf_qm_scale_of(uint8_t sf, float rcp_gs) {
     nvf_qm_scale s;
-    s.sff = nvf_qm_e4m3_to_f32(sf);
-    s.enc = nvf_qm_scale_enc(s.sff, rcp_gs);
+    s.sff = nvf_qb_e4m3_to_f32(sf);
+    s.enc = nvf_qb_scale_enc(s.sff, rcp_gs);
     return s;
 }
 
@@ -164,85 +112,25 @@ NVF_HOST_DEVICE static inline nvf_qm_scale nvf_qm_scale_get(const nvf_qm_scale *
 #endif
 }
 
-/* ---- exact path: quant.c's block_quant, one value at a time ------------------------------- */
-
-NVF_HOST_DEVICE static inline float nvf_qm_round_mag_exact(float a) {
-    a = a > NVF_E2M1_MAX ? NVF_E2M1_MAX : a;
-    uint32_t u = nvf_f32_bits(a);
-    uint32_t r = (u + 0x1FFFFFu + ((u >> 22) & 1u)) & 0xFFC00000u;
-    float big = nvf_f32_from_bits(r);
-    float small = a > 0.25f ? 0.5f : 0.0f;
-    small = a >= 0.75f ? 1.0f : small;
-    return a >= 1.0f ? big : small;
-}
-
-NVF_HOST_DEVICE static inline float nvf_qm_error_exact(const float *x, float enc, float sff,
-                                                       const nvf_qm_consts *k) {
-    float err = 0.0f;
-    for (int i = 0; i < NVF_BLOCK; i++) {
-        float t = NVF_QM_MUL(x[i], enc);
-        float mag = nvf_qm_round_mag_exact(fabsf(t));
-        float q = t < 0.0f ? -mag : mag;
-        float d;
-        if (k->domain == 0) {
-            float y = NVF_QM_MUL(x[i], k->gs);
-            d = NVF_QM_SUB(NVF_QM_MUL(q, sff), y);
-        } else {
-            float c = NVF_QM_MUL(NVF_QM_MUL(q, sff), k->rcp_gs);
-            d = NVF_QM_SUB(c, x[i]);
-        }
-        float term = k->error == 0 ? NVF_QM_MUL(d, d) : fabsf(d);
-        err = NVF_QM_ADD(err, term);
-    }
-    return err;
-}
-
-/** Quantize one block exactly as nvf_quant_block_ref: 8 packed bytes as two words, one scale. */
-NVF_HOST_DEVICE static NVF_QM_NOINLINE void nvf_qm_block_exact(uint32_t *w0, uint32_t *w1,
-                                                               uint8_t *scale, const float *x,
-                                                               const nvf_qm_consts *k) {
-    uint32_t m = 0;
-    for (int i = 0; i < NVF_BLOCK; i++) {
-        uint32_t b = nvf_f32_bits(x[i]) & 0x7FFFFFFFu;
-        b = b > 0x7F800000u ? 0u : b;
-        m = b > m ? b : m;
-    }
-    float vmax = nvf_f32_from_bits(m);
-    uint8_t sf;
-    if (k->method == 0) {
-        sf = nvf_qm_scale_encode(NVF_QM_MUL(vmax, k->rtn_mul));
-    } else {
-        float sf6h = nvf_qm_sf6h(vmax, k->gs);
-        float sf4h = NVF_QM_MUL(sf6h, 1.5f);
-        uint8_t sf6 = nvf_qm_scale_encode(sf6h), sf4 = nvf_qm_scale_encode(sf4h);
-        float sff6 = nvf_qm_e4m3_to_f32(sf6), sff4 = nvf_qm_e4m3_to_f32(sf4);
-        float err6 = nvf_qm_error_exact(x, nvf_qm_scale_enc(sff6, k->rcp_gs), sff6, k);
-        float err4 = nvf_qm_error_exact(x, nvf_qm_scale_enc(sff4, k->rcp_gs), sff4, k);
-        sf = err4 < err6 ? sf4 : sf6; /* strict: ties and NaN keep 6 */
-    }
-    float enc = nvf_qm_scale_enc(nvf_qm_e4m3_to_f32(sf), k->rcp_gs);
-    uint32_t w[2] = {0, 0};
-    for (int i = 0; i < NVF_BLOCK; i++) {
-        uint32_t code = nvf_e2m1_encode(NVF_QM_MUL(x[i], enc));
-        w[i >> 3] |= code << (4 * (i & 7));
-    }
-    *w0 = w[0];
-    *w1 = w[1];
-    *scale = sf;
-}
-
 /* ---- fast path ---------------------------------------------------------------------------- */
 
+/** Whether the fast rounding takes min(t, 6) first (NVF_QM_ROUND_MAG). */
+typedef enum nvf_qm_clamp {
+    NVF_QM_CLAMP_OFF = 0, /* every t of the block is below NVF_QM_NOCLAMP_BELOW */
+    NVF_QM_CLAMP_ON = 1,
+} nvf_qm_clamp;
+
 /* Grid magnitude of a = min(t, 6) for t = |x| * enc >= 0, and its E2M1 index placed at nibble
- * `i` of a word (bits 4i..4i+2). CLAMP 0 leaves the min out: the caller has checked t < 7, where
- * the rounding below gives min(t, 6)'s grid value (t in [6, 7) rounds to 6 in the binade [4, 8)).
+ * `i` of a word (bits 4i..4i+2). NVF_QM_CLAMP_OFF leaves the min out: the caller has checked
+ * t < 7, where the rounding below gives min(t, 6)'s grid value (t in [6, 7) rounds to 6 in the
+ * binade [4, 8)).
  */
 #define NVF_QM_ROUND_MAG(mag, t, CLAMP, keep)                                                      \
     do {                                                                                           \
-        float a_ = (CLAMP) ? fminf((t), NVF_E2M1_MAX) : (t);                                       \
+        float a_ = (CLAMP) == NVF_QM_CLAMP_ON ? fminf((t), NVF_E2M1_MAX) : (t);                    \
         float e_ = fmaxf(a_, 1.0f);                                                                \
         float c_ = nvf_f32_from_bits((nvf_f32_bits(e_) & (keep)) ^ NVF_QM_C_FLIP);                 \
-        (mag) = NVF_QM_SUB(NVF_QM_ADD(a_, c_), c_);                                                \
+        (mag) = nvf_qb_sub(nvf_qb_add(a_, c_), c_);                                                \
     } while (0)
 
 /* hi32(a * b) + c: one multiply-add instruction on the GPU. */
@@ -261,25 +149,25 @@ NVF_HOST_DEVICE static inline uint32_t nvf_qm_madhi(uint32_t a, uint32_t b, uint
  * nibble's bits are clear in acc, so the sum is the bitwise or. */
 #define NVF_QM_NIBBLE_ADD(acc, mag, i)                                                             \
     do {                                                                                           \
-        uint32_t v_ = nvf_f32_bits(NVF_QM_MUL((mag), 1.17549435e-38f /* 2^-126 */));               \
+        uint32_t v_ = nvf_f32_bits(nvf_qb_mul((mag), 1.17549435e-38f /* 2^-126 */));               \
         if (4 * ((i)&7) <= 22)                                                                     \
             (acc) = nvf_qm_madhi(v_, 1u << ((10 + 4 * ((i)&7)) & 31), (acc));                      \
         else                                                                                       \
             (acc) += v_ << ((4 * ((i)&7) - 22) & 31);                                              \
     } while (0)
 
-/* The largest t = RN(vmax * enc) for which CLAMP 0 is exact. */
+/* The largest t = RN(vmax * enc) for which NVF_QM_CLAMP_OFF is exact. */
 #define NVF_QM_NOCLAMP_BELOW 7.0f
 
 /* RTN codes of a block (sign words s0/s1 already holding the sign bits). */
 NVF_HOST_DEVICE static inline void nvf_qm_rtn_codes(uint32_t *w0, uint32_t *w1, const uint32_t *xb,
                                                     float enc, uint32_t s0, uint32_t s1,
-                                                    uint32_t keep, int CLAMP) {
+                                                    uint32_t keep, nvf_qm_clamp CLAMP) {
     uint32_t c0 = s0, c1 = s1;
     NVF_QM_UNROLL
     for (int i = 0; i < NVF_BLOCK; i++) {
         float mag;
-        NVF_QM_ROUND_MAG(mag, NVF_QM_MUL(fabsf(nvf_f32_from_bits(xb[i])), enc), CLAMP, keep);
+        NVF_QM_ROUND_MAG(mag, nvf_qb_mul(fabsf(nvf_f32_from_bits(xb[i])), enc), CLAMP, keep);
         if (i < 8)
             NVF_QM_NIBBLE_ADD(c0, mag, i);
         else
@@ -294,33 +182,33 @@ NVF_HOST_DEVICE static inline void nvf_qm_rtn_codes(uint32_t *w0, uint32_t *w1, 
 NVF_HOST_DEVICE static inline void nvf_qm_4o6_errors(uint32_t *q6, uint32_t *q4, float *err6,
                                                      float *err4, const uint32_t *xb,
                                                      nvf_qm_scale c6, nvf_qm_scale c4,
-                                                     const nvf_qm_consts *k, int ERR, int DOM,
-                                                     int CLAMP) {
+                                                     const nvf_qm_consts *k, nvf_quant_error ERR,
+                                                     nvf_quant_domain DOM, nvf_qm_clamp CLAMP) {
     float e6 = 0.0f, e4 = 0.0f;
     q6[0] = q6[1] = q4[0] = q4[1] = 0;
     NVF_QM_UNROLL
     for (int i = 0; i < NVF_BLOCK; i++) {
         float ax = fabsf(nvf_f32_from_bits(xb[i]));
         float m6, m4;
-        NVF_QM_ROUND_MAG(m6, NVF_QM_MUL(ax, c6.enc), CLAMP, k->c_keep);
-        NVF_QM_ROUND_MAG(m4, NVF_QM_MUL(ax, c4.enc), CLAMP, k->c_keep);
+        NVF_QM_ROUND_MAG(m6, nvf_qb_mul(ax, c6.enc), CLAMP, k->c_keep);
+        NVF_QM_ROUND_MAG(m4, nvf_qb_mul(ax, c4.enc), CLAMP, k->c_keep);
         NVF_QM_NIBBLE_ADD(q6[i >> 3], m6, i);
         NVF_QM_NIBBLE_ADD(q4[i >> 3], m4, i);
         float d6, d4;
-        if (DOM == 0) {
-            float ay = NVF_QM_MUL(ax, k->gs);
-            d6 = NVF_QM_FMA(m6, c6.sff, -ay);
-            d4 = NVF_QM_FMA(m4, c4.sff, -ay);
+        if (DOM == NVF_QUANT_DOMAIN_SCALED) {
+            float ay = nvf_qb_mul(ax, k->b.gs);
+            d6 = nvf_qm_fma(m6, c6.sff, -ay);
+            d4 = nvf_qm_fma(m4, c4.sff, -ay);
         } else {
-            d6 = NVF_QM_SUB(NVF_QM_MUL(NVF_QM_MUL(m6, c6.sff), k->rcp_gs), ax);
-            d4 = NVF_QM_SUB(NVF_QM_MUL(NVF_QM_MUL(m4, c4.sff), k->rcp_gs), ax);
+            d6 = nvf_qb_sub(nvf_qb_mul(nvf_qb_mul(m6, c6.sff), k->b.rcp_gs), ax);
+            d4 = nvf_qb_sub(nvf_qb_mul(nvf_qb_mul(m4, c4.sff), k->b.rcp_gs), ax);
         }
-        if (ERR == 0) {
-            e6 = NVF_QM_ADD(e6, NVF_QM_MUL(d6, d6));
-            e4 = NVF_QM_ADD(e4, NVF_QM_MUL(d4, d4));
+        if (ERR == NVF_QUANT_ERROR_MSE) {
+            e6 = nvf_qb_add(e6, nvf_qb_mul(d6, d6));
+            e4 = nvf_qb_add(e4, nvf_qb_mul(d4, d4));
         } else {
-            e6 = NVF_QM_ADD(e6, fabsf(d6));
-            e4 = NVF_QM_ADD(e4, fabsf(d4));
+            e6 = nvf_qb_add(e6, fabsf(d6));
+            e4 = nvf_qb_add(e4, fabsf(d4));
         }
     }
     *err6 = e6;
@@ -331,9 +219,9 @@ NVF_HOST_DEVICE static inline void nvf_qm_4o6_errors(uint32_t *q6, uint32_t *q4,
  * Quantize one block of 16 values given as binary32 bits `xb` (the sign bits are ignored here)
  * whose sign word (bit 4i+3 set for x[i] < 0, x[i] != 0) is split over `s0` (elements 0..7) and
  * `s1` (8..15). `amax_bits` is the largest magnitude's bits (NaN included). `tab` is the scale
- * table of k->rcp_gs (NULL: computed per block); `bf16` says vmax is a BF16 value
+ * table of k->b.rcp_gs (NULL: computed per block); `bf16` says vmax is a BF16 value
  * (nvf_qm_div6_bf16). METHOD/ERR/DOM/bf16 are constants at every call site.
- * @return 1, or 0 (nothing written) when the block must take nvf_qm_block_exact: it holds a
+ * @return 1, or 0 (nothing written) when the block must take nvf_qb_quantize_words: it holds a
  * NaN, or its enc is below min_enc. The caller then passes the signed values itself (on the
  * GPU they are reloaded, so that the register copy never needs an address).
  */
@@ -341,36 +229,37 @@ NVF_HOST_DEVICE static inline int nvf_qm_block_fast(uint32_t *w0, uint32_t *w1, 
                                                     const uint32_t *xb, uint32_t amax_bits,
                                                     uint32_t s0, uint32_t s1,
                                                     const nvf_qm_consts *k, const nvf_qm_scale *tab,
-                                                    int bf16, int METHOD, int ERR, int DOM) {
+                                                    int bf16, nvf_quant_method METHOD,
+                                                    nvf_quant_error ERR, nvf_quant_domain DOM) {
     if (amax_bits > 0x7F800000u)
         return 0;
     float vmax = nvf_f32_from_bits(amax_bits);
-    if (METHOD == 0) {
-        uint8_t sf = nvf_qm_scale_encode(NVF_QM_MUL(vmax, k->rtn_mul));
-        float enc = nvf_qm_scale_get(tab, sf, k->rcp_gs).enc;
+    if (METHOD == NVF_QUANT_METHOD_RTN) {
+        uint8_t sf = nvf_qb_scale_encode(nvf_qb_mul(vmax, k->b.rtn_mul));
+        float enc = nvf_qm_scale_get(tab, sf, k->b.rcp_gs).enc;
         if (!(enc >= k->min_enc))
             return 0;
-        if (NVF_QM_MUL(vmax, enc) < NVF_QM_NOCLAMP_BELOW)
-            nvf_qm_rtn_codes(w0, w1, xb, enc, s0, s1, k->c_keep, 0);
+        if (nvf_qb_mul(vmax, enc) < NVF_QM_NOCLAMP_BELOW)
+            nvf_qm_rtn_codes(w0, w1, xb, enc, s0, s1, k->c_keep, NVF_QM_CLAMP_OFF);
         else
-            nvf_qm_rtn_codes(w0, w1, xb, enc, s0, s1, k->c_keep, 1);
+            nvf_qm_rtn_codes(w0, w1, xb, enc, s0, s1, k->c_keep, NVF_QM_CLAMP_ON);
         *scale = sf;
         return 1;
     }
-    float sf6h = nvf_qm_sf6h_fast(vmax, k->gs, bf16);
-    float sf4h = NVF_QM_MUL(sf6h, 1.5f);
-    uint8_t sf6 = nvf_qm_scale_encode(sf6h), sf4 = nvf_qm_scale_encode(sf4h);
-    nvf_qm_scale c6 = nvf_qm_scale_get(tab, sf6, k->rcp_gs);
-    nvf_qm_scale c4 = nvf_qm_scale_get(tab, sf4, k->rcp_gs);
+    float sf6h = nvf_qm_sf6h_fast(vmax, k->b.gs, bf16);
+    float sf4h = nvf_qb_mul(sf6h, 1.5f);
+    uint8_t sf6 = nvf_qb_scale_encode(sf6h), sf4 = nvf_qb_scale_encode(sf4h);
+    nvf_qm_scale c6 = nvf_qm_scale_get(tab, sf6, k->b.rcp_gs);
+    nvf_qm_scale c4 = nvf_qm_scale_get(tab, sf4, k->b.rcp_gs);
     if (!(c6.enc >= k->min_enc && c4.enc >= k->min_enc))
         return 0;
     float err6, err4;
     uint32_t q6[2], q4[2];
-    if (NVF_QM_MUL(vmax, c6.enc) < NVF_QM_NOCLAMP_BELOW &&
-        NVF_QM_MUL(vmax, c4.enc) < NVF_QM_NOCLAMP_BELOW)
-        nvf_qm_4o6_errors(q6, q4, &err6, &err4, xb, c6, c4, k, ERR, DOM, 0);
+    if (nvf_qb_mul(vmax, c6.enc) < NVF_QM_NOCLAMP_BELOW &&
+        nvf_qb_mul(vmax, c4.enc) < NVF_QM_NOCLAMP_BELOW)
+        nvf_qm_4o6_errors(q6, q4, &err6, &err4, xb, c6, c4, k, ERR, DOM, NVF_QM_CLAMP_OFF);
     else
-        nvf_qm_4o6_errors(q6, q4, &err6, &err4, xb, c6, c4, k, ERR, DOM, 1);
+        nvf_qm_4o6_errors(q6, q4, &err6, &err4, xb, c6, c4, k, ERR, DOM, NVF_QM_CLAMP_ON);
     int four = err4 < err6; /* strict: ties keep 6 */
     *w0 = s0 | (four ? q4[0] : q6[0]);
     *w1 = s1 | (four ? q4[1] : q6[1]);
@@ -389,8 +278,9 @@ NVF_HOST_DEVICE static inline uint32_t nvf_qm_sign_bit(uint32_t xbits, int i) {
  */
 NVF_HOST_DEVICE static inline void nvf_qm_block(uint32_t *w0, uint32_t *w1, uint8_t *scale,
                                                 const float *x, const nvf_qm_consts *k,
-                                                const nvf_qm_scale *tab, int bf16, int METHOD,
-                                                int ERR, int DOM) {
+                                                const nvf_qm_scale *tab, int bf16,
+                                                nvf_quant_method METHOD, nvf_quant_error ERR,
+                                                nvf_quant_domain DOM) {
     uint32_t ab[NVF_BLOCK], m = 0, s0 = 0, s1 = 0;
     NVF_QM_UNROLL
     for (int i = 0; i < NVF_BLOCK; i++) {
@@ -402,8 +292,12 @@ NVF_HOST_DEVICE static inline void nvf_qm_block(uint32_t *w0, uint32_t *w1, uint
         else
             s1 |= nvf_qm_sign_bit(b, i);
     }
-    if (!nvf_qm_block_fast(w0, w1, scale, ab, m, s0, s1, k, tab, bf16, METHOD, ERR, DOM))
-        nvf_qm_block_exact(w0, w1, scale, x, k);
+    if (!nvf_qm_block_fast(w0, w1, scale, ab, m, s0, s1, k, tab, bf16, METHOD, ERR, DOM)) {
+        uint32_t w[2];
+        *scale = nvf_qb_quantize_words(w, x, &k->b);
+        *w0 = w[0];
+        *w1 = w[1];
+    }
 }
 
 /**
@@ -430,22 +324,19 @@ NVF_HOST_DEVICE static inline uint32_t nvf_qm_div_do(uint32_t n, nvf_qm_div d) {
     return (uint32_t)(((uint64_t)n * d.m) >> d.p);
 }
 
-/** Constants for a call: gs, the parameters, and the smallest nonzero |x| of the source. */
-NVF_HOST_DEVICE static inline nvf_qm_consts
-nvf_qm_consts_make(float gs, int32_t method, int32_t error, int32_t domain, float min_abs) {
+/** Constants for a call: gs, the recipe, and the smallest nonzero |x| of the source. */
+NVF_HOST_DEVICE static inline nvf_qm_consts nvf_qm_consts_make(float gs, nvf_quant_method method,
+                                                               nvf_quant_error error,
+                                                               nvf_quant_domain domain,
+                                                               float min_abs) {
     nvf_qm_consts k;
-    k.gs = gs;
-    k.rcp_gs = NVF_QM_RCP(gs);
-    k.rtn_mul = NVF_QM_MUL(gs, NVF_QM_RCP(6.0f));
+    k.b = nvf_qb_consts_make(gs, method, error, domain);
     /* enc >= 2^-149 / min_abs keeps every nonzero |x| * enc >= 2^-149; the division is
      * rounded up by one ulp factor to stay on the safe side. */
-    k.min_enc = NVF_QM_MUL(NVF_QM_DIV(1.40129846e-45f, min_abs), 1.0000002f);
+    k.min_enc = nvf_qb_mul(nvf_qb_div(1.40129846e-45f, min_abs), 1.0000002f);
     k.c_keep = NVF_QM_C_KEEP;
     if (!(gs > 0.0f && gs <= FLT_MAX)) /* the sign rule needs enc > 0: exact path throughout */
         k.min_enc = INFINITY;
-    k.method = method;
-    k.error = error;
-    k.domain = domain;
     return k;
 }
 

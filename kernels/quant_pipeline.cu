@@ -11,6 +11,7 @@
 
 #include "nvfp4/format.h"
 #include "nvfp4/log.h"
+#include "nvfp4/quant_block.h"
 #include "nvfp4/status.h"
 
 #include <cuda_runtime.h>
@@ -441,7 +442,7 @@ static int group_chunked(nvf_cuda_quant *q, float *out_gs, uint8_t *const *packe
         if (a > amax)
             amax = a;
     }
-    float gs = nvf_quant_global_scale(amax, p->e4m3_max);
+    float gs = nvf_qb_global_scale(amax, p->e4m3_max);
     for (size_t k = 0; k < n; k++) {
         int rc = nvf_cuda_quant_source(q, packed[k], scales[k], &srcs[k], gs, p);
         if (rc < 0)
@@ -568,7 +569,7 @@ extern "C" int nvf_cuda_quant_group(nvf_cuda_quant *q, float *out_gs, uint8_t *c
         if (bad[k] != ~0ull)
             rc = nonfinite_error(&srcs[k], names[k], bad[k]);
     if (rc == 0)
-        *out_gs = nvf_quant_global_scale(nvf_f32_from_bits(amax), p->e4m3_max);
+        *out_gs = nvf_qb_global_scale(nvf_f32_from_bits(amax), p->e4m3_max);
 done:
     if (rc < 0)
         (void)nvf_cuda_sync(st);

@@ -1,13 +1,16 @@
 /*
- * The CUDA quantizer's block arithmetic (kernels/quant_math.h, fast path with its magic-number
- * rounding and the exact path) compiled for the host and compared byte for byte with the CPU
- * reference nvf_quant_block_ref on hard cases and random blocks, for every recipe variant.
- * Runs without a GPU; tests/gpu/test_quant_cuda.c checks the device build of the same code.
+ * The CUDA quantizer's block arithmetic (kernels/quant_math.h: the fast path with its
+ * magic-number rounding, falling back to the shared exact block of nvfp4/quant_block.h)
+ * compiled for the host and compared byte for byte with the CPU reference nvf_quant_block_ref
+ * (the shared block's nvf_qb_quantize) on hard cases and random blocks, for every recipe
+ * variant. Runs without a GPU; tests/gpu/test_quant_cuda.c checks the device build of the same
+ * code, and tests/unit/test_quant_block.c the shared block against hand-worked bytes.
  */
 #include "check.h"
 
 #include "../../kernels/quant_math.h"
 #include "nvfp4/quant.h"
+#include "nvfp4/quant_block.h"
 
 #include <stdlib.h>
 
@@ -74,7 +77,7 @@ static float pick_gs(const float *x) {
             uint32_t b = nvf_f32_bits(x[i]) & 0x7FFFFFFFu;
             m = b <= 0x7F800000u && b > m ? b : m;
         }
-        return nvf_quant_global_scale(nvf_f32_from_bits(m), (rnd32() & 1) ? 448 : 256);
+        return nvf_qb_global_scale(nvf_f32_from_bits(m), (rnd32() & 1) ? 448 : 256);
     }
     }
 }
@@ -101,7 +104,7 @@ static void compare(const float *x, float gs, const nvf_quant_params *p, float m
     nvf_qm_consts k = nvf_qm_consts_make(gs, p->method, p->error, p->domain, min_abs);
     nvf_qm_scale tab[NVF_QM_TAB_N];
     for (int i = 0; bf16 && i < NVF_QM_TAB_N; i++)
-        tab[i] = nvf_qm_scale_of((uint8_t)i, k.rcp_gs);
+        tab[i] = nvf_qm_scale_of((uint8_t)i, k.b.rcp_gs);
     uint32_t w0, w1;
     uint8_t sf;
     nvf_qm_block(&w0, &w1, &sf, x, &k, bf16 ? tab : NULL, bf16, p->method, p->error, p->domain);

@@ -1,6 +1,8 @@
 /*
  * NVFP4 quantization on the CPU: the bit-exact reference of SPEC section 4 that every GPU
- * kernel is compared with (`nvf_quant_*_ref` here, `nvf_quant_*_cuda` in kernels/).
+ * kernel is compared with (`nvf_quant_*_ref` here, `nvf_quant_*_cuda` in kernels/). The block
+ * arithmetic of both is nvfp4/quant_block.h; the row passes run on the global thread pool
+ * (nvfp4/pool.h).
  *
  * Output layout of a quantized [rows, cols] tensor (cols a multiple of 16):
  *   1. packed: U8 [rows, cols/2]; element 2j of a row in the low nibble of byte j, 2j+1 in the
@@ -14,6 +16,7 @@
 #define NVFP4_QUANT_H
 
 #include "nvfp4/dtype.h"
+#include "nvfp4/quant_types.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -21,29 +24,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum nvf_quant_method {
-    NVF_QUANT_METHOD_RTN = 0,    /* plain NVFP4: one scale candidate per block */
-    NVF_QUANT_METHOD_4OVER6 = 1, /* two candidates (max maps to 6 or to 4), lower error wins */
-} nvf_quant_method;
-
-typedef enum nvf_quant_error {
-    NVF_QUANT_ERROR_MSE = 0, /* sum of squared differences */
-    NVF_QUANT_ERROR_MAE = 1, /* sum of absolute differences */
-} nvf_quant_error;
-
-typedef enum nvf_quant_domain {
-    NVF_QUANT_DOMAIN_SCALED = 0,   /* compare in the global-scaled domain (x * gs) */
-    NVF_QUANT_DOMAIN_ORIGINAL = 1, /* compare dequantized values with x */
-} nvf_quant_domain;
-
-/** How blocks are quantized (the `quantization:` section of a recipe). */
-typedef struct nvf_quant_params {
-    nvf_quant_method method;
-    nvf_quant_error error;   /* 4over6 only */
-    nvf_quant_domain domain; /* 4over6 only */
-    int32_t e4m3_max;        /* 448 or 256: the E of the global scale; blocks always clamp at 448 */
-} nvf_quant_params;
 
 /** The default recipe's parameters: 4over6, MSE, scaled domain, E = 256 (SPEC section 4). */
 nvf_quant_params nvf_quant_params_default(void);
@@ -59,7 +39,8 @@ float nvf_quant_global_scale(float amax, int32_t e4m3_max);
 float nvf_quant_decode_scale(float gs);
 
 /**
- * Quantize one block of NVF_BLOCK (16) values with global scale `gs`.
+ * Quantize one block of NVF_BLOCK (16) values with global scale `gs`: nvf_qb_quantize of the
+ * shared block header (nvfp4/quant_block.h), which device code includes directly.
  * Writes 8 packed bytes to `packed` and the E4M3 scale byte to `*scale`.
  */
 void nvf_quant_block_ref(uint8_t *packed, uint8_t *scale, const float *x, float gs,
@@ -94,8 +75,9 @@ int nvf_quant_source_check(const nvf_quant_source *s, const char *name);
 void nvf_quant_source_load_row(float *out, const nvf_quant_source *s, int64_t row);
 
 /**
- * Maximum magnitude of a (checked) source, after FP8-block dequantization, using `threads`
- * threads (<= 0: one per online core). A NaN or infinity is NVF_E_NONFINITE naming `name` and
+ * Maximum magnitude of a (checked) source, after FP8-block dequantization, using at most
+ * `threads` threads of the global pool (nvf_pool_global; <= 0 or more than it has: all of
+ * them). A NaN or infinity is NVF_E_NONFINITE naming `name` and
  * the first such [row, col] unless `allow_nonfinite` (then NaN is skipped and an infinity makes
  * amax infinite). The result does not depend on the thread count.
  * @return 0, NVF_E_NONFINITE or NVF_E_NOMEM.
@@ -105,8 +87,9 @@ int nvf_quant_amax_ref(float *out, const nvf_quant_source *s, int allow_nonfinit
 
 /**
  * Quantize a (checked) source with global scale `gs`: `packed` gets rows * cols/2 bytes,
- * `scales` rows * cols/16 bytes (layout at the top of this file). Rows are split over
- * `threads` threads (<= 0: one per online core); the bytes do not depend on the thread count.
+ * `scales` rows * cols/16 bytes (layout at the top of this file). Rows are split over at most
+ * `threads` threads of the global pool (<= 0 or more than it has: all of them); the bytes do
+ * not depend on the thread count.
  * @return 0 or NVF_E_NOMEM.
  */
 int nvf_quant_source_ref(uint8_t *packed, uint8_t *scales, const nvf_quant_source *s, float gs,
