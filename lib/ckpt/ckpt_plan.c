@@ -4,6 +4,7 @@
  */
 #include "ckpt/ckpt_internal.h"
 
+#include "nvfp4/recipe.h"
 #include "nvfp4/status.h"
 
 #include <fnmatch.h>
@@ -155,6 +156,11 @@ int nvf_ckpt_plan(nvf_plan **out, const nvf_ckpt *ck, const char *const *include
     }
     *out = p;
     return NVF_OK;
+}
+
+int nvf_ckpt_plan_recipe(nvf_plan **out, const nvf_ckpt *ck, const nvf_recipe *r) {
+    return nvf_ckpt_plan(out, ck, (const char *const *)r->include, r->n_include,
+                         (const char *const *)r->exclude, r->n_exclude);
 }
 
 void nvf_plan_free(nvf_plan *plan) {

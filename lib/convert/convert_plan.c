@@ -433,8 +433,7 @@ int cv_plan_build(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
         goto done;
     }
-    rc = nvf_ckpt_plan(&p->scope, ck, (const char *const *)r->include, r->n_include,
-                       (const char *const *)r->exclude, r->n_exclude);
+    rc = nvf_ckpt_plan_recipe(&p->scope, ck, r);
     if (rc != NVF_OK || (rc = link_groups(leader, next, ck, p->scope)) != NVF_OK)
         goto done;
     /* FP8 weights that are not quantized become BF16 unless the source precision is kept. */

@@ -369,11 +369,22 @@ extern const char *const nvf_plan_default_include[];
  * NVF_CKPT_DEFAULT_SCOPE) and none of `exclude`. A weight in scope is quantized when it is
  * floating point, 2-D (3-D for fused experts), not an embedding, and its input (last)
  * dimension is a multiple of 16; otherwise it is skipped with the reason
- * ("in=100 is not a multiple of 16").
+ * ("in=100 is not a multiple of 16"). An empty tensor (a zero dimension) is skipped ("empty
+ * tensor, copied as it is"); so is a 3-D tensor under ".experts." that is not a fused expert
+ * (NVF_NAME_EXPERT_UNKNOWN).
  * @return 0 or NVF_E_NOMEM. The caller frees *out with nvf_plan_free().
  */
 int nvf_ckpt_plan(nvf_plan **out, const nvf_ckpt *ck, const char *const *include, size_t n_include,
                   const char *const *exclude, size_t n_exclude);
+
+struct nvf_recipe;
+
+/**
+ * nvf_ckpt_plan() for the scope of recipe `r` (its include and exclude globs): the plan that
+ * `convert` follows and `inspect` shows, so the two never differ for one recipe.
+ * @return as nvf_ckpt_plan().
+ */
+int nvf_ckpt_plan_recipe(nvf_plan **out, const nvf_ckpt *ck, const struct nvf_recipe *r);
 
 /** Free a plan; NULL is fine. */
 void nvf_plan_free(nvf_plan *plan);
