@@ -271,7 +271,8 @@ static void map_experts(const nvf_ckpt *ck, const layer_acc *a, nvf_moe_layer *l
         if (slot->tensor == NVF_CKPT_NONE)
             *slot = proj_at(ck, r->tensor, -1, 0, r->out);
     }
-    if (a->fused_gu != NVF_CKPT_NONE && ck->tensors[a->fused_gu].st->ndim == 3) {
+    if (a->fused_gu != NVF_CKPT_NONE && ck->tensors[a->fused_gu].st->ndim == 3 &&
+        ck->tensors[a->fused_gu].st->numel > 0) {
         const nvf_st_tensor *gu = ck->tensors[a->fused_gu].st;
         int64_t half = gu->shape[1] / 2;
         for (int64_t e = 0; e < l->n_experts && e < gu->shape[0]; e++) {
@@ -279,7 +280,8 @@ static void map_experts(const nvf_ckpt *ck, const layer_acc *a, nvf_moe_layer *l
             l->experts[e].proj[NVF_PROJ_UP] = proj_at(ck, a->fused_gu, e, half, half);
         }
     }
-    if (a->fused_down != NVF_CKPT_NONE && ck->tensors[a->fused_down].st->ndim == 3) {
+    if (a->fused_down != NVF_CKPT_NONE && ck->tensors[a->fused_down].st->ndim == 3 &&
+        ck->tensors[a->fused_down].st->numel > 0) {
         const nvf_st_tensor *dn = ck->tensors[a->fused_down].st;
         for (int64_t e = 0; e < l->n_experts && e < dn->shape[0]; e++)
             l->experts[e].proj[NVF_PROJ_DOWN] = proj_at(ck, a->fused_down, e, 0, dn->shape[1]);
@@ -359,6 +361,9 @@ static int finish_layer(nvf_ckpt *ck, layer_acc *a, nvf_moe_layer *l) {
             rc = ckpt_warn(ck, "%s: fused gate_up_proj has %" PRId64 " experts, down_proj %" PRId64,
                            l->prefix, e_gu, e_dn);
         fused_e = e_gu >= 0 && e_dn >= 0 ? (e_gu < e_dn ? e_gu : e_dn) : -1;
+        /* an empty tensor (a zero dimension) holds no expert, whatever its first dimension */
+        if ((gu && gu->numel == 0) || (dn && dn->numel == 0))
+            fused_e = 0;
         if (rc != NVF_OK)
             return rc;
     }
