@@ -3,7 +3,9 @@
  *   1. ckpt_open.c: files, index, config; runs format detection, then MoE discovery
  *   2. ckpt_format.c (roles, companions, detection), ckpt_moe.c (structure, expert map),
  *      ckpt_plan.c (scope): none calls another of this level or ckpt_open.c
- *   3. ckpt_naming.c (what a name says), ckpt_common.c (warnings, lookups, strings)
+ *   3. ckpt_naming.c (what a name says)
+ *   4. ckpt_common.c (warnings, lookups, strings)
+ * tests/cli/style/ckpt_layering.sh checks it.
  */
 #ifndef NVFP4_CKPT_INTERNAL_H
 #define NVFP4_CKPT_INTERNAL_H
