@@ -266,6 +266,18 @@ char *nvf_ckpt_fused_module(const char *fused_name, int64_t expert, nvf_proj pro
     return s;
 }
 
+char *nvf_ckpt_module_of(const char *name) {
+    size_t n = strlen(name);
+    if (ckpt_ends_with(name, ".weight"))
+        n -= strlen(".weight");
+    char *m = malloc(n + 1);
+    if (m) {
+        memcpy(m, name, n);
+        m[n] = '\0';
+    }
+    return m;
+}
+
 int nvf_ckpt_group_key(char *out, size_t cap, const char *name) {
     static const struct {
         const char *part, *group;

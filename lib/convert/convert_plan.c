@@ -25,24 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* The module of a linear weight: its name without ".weight". */
-static char *module_of(const char *name) {
-    size_t n = strlen(name);
-    if (ends_with(name, ".weight"))
-        n -= strlen(".weight");
-    char *m = malloc(n + 1);
-    if (m) {
-        memcpy(m, name, n);
-        m[n] = '\0';
-    }
-    return m;
-}
-
 static size_t scale_elem_size(nvf_dtype d) {
     return d == NVF_DTYPE_F32 ? 4 : d == NVF_DTYPE_BF16 ? 2 : 1;
 }
@@ -280,7 +262,7 @@ static int add_group_job(builder *b, const nvf_ckpt *ck, size_t first, const siz
         m->expert = -1;
         cv_source_view(&m->src, ck, ti, -1);
         j->bytes_in += source_bytes(ck, ti, 1);
-        m->module[0] = module_of(ck->tensors[ti].st->name);
+        m->module[0] = nvf_ckpt_module_of(ck->tensors[ti].st->name);
         if (!m->module[0])
             return nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
     }
@@ -307,7 +289,7 @@ static int note_unquantized(cv_plan *p, const nvf_ckpt *ck, size_t ti, int fp8_k
     const nvf_ckpt_tensor *t = &ck->tensors[ti];
     if (!is_linear(t))
         return NVF_OK;
-    char *m = module_of(t->st->name);
+    char *m = nvf_ckpt_module_of(t->st->name);
     int ok = m != NULL;
     if (ok && fp8_kept) {
         const nvf_st_tensor *sc = ck->tensors[t->scale].st;

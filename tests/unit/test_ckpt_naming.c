@@ -84,6 +84,12 @@ static void test_fused_module(void) {
     CHECK(m && strcmp(m, "model.layers.1.mlp.experts.0.down_proj") == 0);
     free(m);
     CHECK(nvf_ckpt_fused_module("model.layers.1.mlp.experts.gate_proj", 0, NVF_PROJ_GATE) == NULL);
+    m = nvf_ckpt_module_of("model.layers.0.self_attn.q_proj.weight");
+    CHECK(m && strcmp(m, "model.layers.0.self_attn.q_proj") == 0);
+    free(m);
+    m = nvf_ckpt_module_of("model.layers.0.mlp.experts.gate_up_proj");
+    CHECK(m && strcmp(m, "model.layers.0.mlp.experts.gate_up_proj") == 0);
+    free(m);
 }
 
 static void check_companion(const char *name, int alt, nvf_companion slot, const char *weight) {

@@ -122,6 +122,13 @@ nvf_ckpt_role nvf_ckpt_role_of(const char *name, int *is_weight);
  */
 char *nvf_ckpt_fused_module(const char *fused_name, int64_t expert, nvf_proj proj);
 
+/**
+ * The module of a linear weight: its name without ".weight" (the name itself otherwise), as
+ * the loaders' module lists name it.
+ * @return a string the caller frees, or NULL when out of memory.
+ */
+char *nvf_ckpt_module_of(const char *name);
+
 /* Which companion slot a quantization scale fills (nvf_ckpt_tensor scale, scale_2, input_scale). */
 typedef enum nvf_companion {
     NVF_COMPANION_NONE = 0, /* not a scale */
