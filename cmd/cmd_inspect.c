@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include "nvfp4/checkpoint.h"
+#include "nvfp4/recipe.h"
 #include "nvfp4/status.h"
 #include "nvfp4/version.h"
 
@@ -20,10 +21,11 @@ static int g_summary;
 
 static const cli_opt k_opts[] = {
     {"include", "GLOB", CLI_LIST, &g_include,
-     "tensors a conversion would quantize (default \"*.mlp.experts.*\")"},
+     "tensors a conversion would quantize (default \"" NVF_CKPT_DEFAULT_SCOPE "\")"},
     {"exclude", "GLOB", CLI_LIST, &g_exclude, "tensors to leave out of the scope"},
     {"summary", NULL, CLI_FLAG, &g_summary,
-     "leave out the per-tensor table (and JSON \"tensors\")"},
+     "leave out the per-tensor lines: the tensor table, and the skipped tensors (counted per\n"
+     "                              reason instead; JSON: no \"tensors\", no \"plan.skip.list\")"},
 };
 
 static const cli_spec k_spec = {
@@ -36,9 +38,13 @@ static const cli_spec k_spec = {
         "index checked against the shards. Prints the format, the files, one line per tensor\n"
         "(name, dtype, shape, bytes, shard, role, what a conversion would do), the MoE layers\n"
         "(experts, hidden and intermediate sizes, router) and the conversion plan for the\n"
-        "scope given by --include/--exclude (the tensors it would quantize, and those in scope\n"
-        "it cannot, with the reason). --summary leaves the tensor table out. --json prints one\n"
-        "JSON object (schemas/inspect.schema.json) instead.\n"
+        "scope of --recipe (its scope.include/exclude), with --include/--exclude replacing the\n"
+        "recipe's globs as in convert: the same plan convert follows (the tensors it would\n"
+        "quantize, and those in scope it cannot, with the reason). A 3-D tensor under\n"
+        "\".experts.\" that is not experts.gate_up_proj or experts.down_proj is reported as\n"
+        "unknown and kept; an empty tensor (a zero dimension) is kept as it is. --summary leaves\n"
+        "the per-tensor lines out. --json prints one JSON object\n"
+        "(schemas/inspect.schema.json) instead.\n"
         "A CKPT that does not exist is exit 1 (it cannot be read); a malformed checkpoint\n"
         "(bad safetensors file, index and shards disagree, FP8 scale of the wrong size) is\n"
         "exit 3.\n",
@@ -63,6 +69,38 @@ static const nvf_moe_layer *first_moe_layer(const nvf_moe *m) {
             return &m->layers[i];
     }
     return NULL;
+}
+
+/* How many skipped tensors give each reason, in reason order. */
+typedef struct reason_count {
+    const char *reason;
+    size_t n;
+} reason_count;
+
+static int cmp_reason(const void *a, const void *b) {
+    return strcmp(((const reason_count *)a)->reason, ((const reason_count *)b)->reason);
+}
+
+/* @return the array (caller frees; NULL with *out_n 0 when nothing is skipped or no memory). */
+static reason_count *count_reasons(const nvf_plan *p, size_t *out_n) {
+    reason_count *r = p->n_skip ? malloc(p->n_skip * sizeof *r) : NULL;
+    size_t n = 0, k = 0;
+    *out_n = 0;
+    if (!r)
+        return NULL;
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->entries[i].action == NVF_PLAN_SKIP)
+            r[n++] = (reason_count){p->entries[i].reason, 1};
+    }
+    qsort(r, n, sizeof *r, cmp_reason);
+    for (size_t i = 0; i < n; i++) {
+        if (k > 0 && strcmp(r[k - 1].reason, r[i].reason) == 0)
+            r[k - 1].n++;
+        else
+            r[k++] = r[i];
+    }
+    *out_n = k;
+    return r;
 }
 
 /* Text ---------------------------------------------------------------------------------------- */
@@ -173,7 +211,8 @@ static void print_globs(const char *what, const char *const *g, size_t n) {
 }
 
 static void print_text(const nvf_ckpt *ck, const nvf_plan *p, const char *const *inc, size_t n_inc,
-                       const char *const *exc, size_t n_exc) {
+                       const char *const *exc, size_t n_exc, const reason_count *reasons,
+                       size_t n_reasons) {
     const nvf_ckpt_quant *q = &ck->quant;
     printf("Checkpoint: %s\n", ck->path);
     printf("Format: %s", nvf_ckpt_format_name(q->format));
@@ -213,9 +252,15 @@ static void print_text(const nvf_ckpt *ck, const nvf_plan *p, const char *const 
     printf("  keep: %zu tensors, %" PRIu64 " bytes\n", p->n_keep, p->bytes_keep);
     printf("  drop: %zu source scales\n", p->n_drop);
     printf("  skip: %zu tensors in scope that cannot be quantized\n", p->n_skip);
-    for (size_t i = 0; i < p->n; i++) {
-        if (p->entries[i].action == NVF_PLAN_SKIP)
-            printf("    %s: %s\n", ck->tensors[i].st->name, p->entries[i].reason);
+    if (g_summary) {
+        for (size_t i = 0; i < n_reasons; i++)
+            printf("    %zu tensor%s: %s\n", reasons[i].n, reasons[i].n == 1 ? "" : "s",
+                   reasons[i].reason);
+    } else {
+        for (size_t i = 0; i < p->n; i++) {
+            if (p->entries[i].action == NVF_PLAN_SKIP)
+                printf("    %s: %s\n", ck->tensors[i].st->name, p->entries[i].reason);
+        }
     }
     if (ck->n_warnings > 0) {
         printf("\nWarnings: %zu\n", ck->n_warnings);
@@ -362,7 +407,8 @@ static cJSON *moe_json(const nvf_moe *m) {
 }
 
 static cJSON *plan_json(const nvf_ckpt *ck, const nvf_plan *p, const char *const *inc, size_t n_inc,
-                        const char *const *exc, size_t n_exc) {
+                        const char *const *exc, size_t n_exc, const reason_count *reasons,
+                        size_t n_reasons) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "include", string_array(inc, n_inc));
     cJSON_AddItemToObject(o, "exclude", string_array(exc, n_exc));
@@ -377,6 +423,15 @@ static cJSON *plan_json(const nvf_ckpt *ck, const nvf_plan *p, const char *const
     cJSON_AddNumberToObject(d, "tensors", (double)p->n_drop);
     cJSON *s = cJSON_AddObjectToObject(o, "skip");
     cJSON_AddNumberToObject(s, "tensors", (double)p->n_skip);
+    cJSON *by = cJSON_AddArrayToObject(s, "reasons");
+    for (size_t i = 0; i < n_reasons; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "reason", reasons[i].reason);
+        cJSON_AddNumberToObject(e, "tensors", (double)reasons[i].n);
+        cJSON_AddItemToArray(by, e);
+    }
+    if (g_summary)
+        return o;
     cJSON *list = cJSON_AddArrayToObject(s, "list");
     for (size_t i = 0; i < p->n; i++) {
         if (p->entries[i].action != NVF_PLAN_SKIP)
@@ -390,7 +445,8 @@ static cJSON *plan_json(const nvf_ckpt *ck, const nvf_plan *p, const char *const
 }
 
 static int print_json(const nvf_ckpt *ck, const nvf_plan *p, const char *const *inc, size_t n_inc,
-                      const char *const *exc, size_t n_exc) {
+                      const char *const *exc, size_t n_exc, const reason_count *reasons,
+                      size_t n_reasons) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "tool", "nvfp4tool");
     cJSON_AddStringToObject(o, "version", nvf_version());
@@ -415,11 +471,23 @@ static int print_json(const nvf_ckpt *ck, const nvf_plan *p, const char *const *
     if (!g_summary)
         cJSON_AddItemToObject(o, "tensors", tensors_json(ck, p));
     cJSON_AddItemToObject(o, "moe", moe_json(&ck->moe));
-    cJSON_AddItemToObject(o, "plan", plan_json(ck, p, inc, n_inc, exc, n_exc));
+    cJSON_AddItemToObject(o, "plan", plan_json(ck, p, inc, n_inc, exc, n_exc, reasons, n_reasons));
     cJSON_AddItemToObject(o, "warnings",
                           string_array((const char *const *)ck->warnings, ck->n_warnings));
     int rc = cli_print_json("inspect", o);
     cJSON_Delete(o);
+    return rc;
+}
+
+/* The scope as convert builds it: the recipe's globs, replaced by --include / --exclude. */
+static int build_recipe(nvf_recipe *r) {
+    int rc = nvf_recipe_init(r);
+    if (rc == NVF_OK && g_common.recipe)
+        rc = nvf_recipe_load(r, g_common.recipe);
+    if (rc == NVF_OK && g_include.n)
+        rc = nvf_recipe_set_globs(r, 0, g_include.items, g_include.n);
+    if (rc == NVF_OK && g_exclude.n)
+        rc = nvf_recipe_set_globs(r, 1, g_exclude.items, g_exclude.n);
     return rc;
 }
 
@@ -428,6 +496,10 @@ int cmd_inspect(int argc, char **argv) {
     int np = 0;
     nvf_ckpt *ck = NULL;
     nvf_plan *plan = NULL;
+    reason_count *reasons = NULL;
+    size_t n_reasons = 0;
+    nvf_recipe r;
+    int have_recipe = 0;
     g_summary = 0;
     int rc = cli_parse(&k_spec, argc, argv, pos, &np);
     if (rc == CLI_HELP_SHOWN) {
@@ -436,19 +508,24 @@ int cmd_inspect(int argc, char **argv) {
     }
     if (rc != EXIT_OK)
         goto done;
-    const char *const *inc = g_include.n ? g_include.items : nvf_plan_default_include;
-    size_t n_inc = g_include.n ? g_include.n : NVF_PLAN_DEFAULT_N_INCLUDE;
-    int st = nvf_ckpt_open(&ck, pos[0]);
+    int st = build_recipe(&r);
+    have_recipe = 1;
     if (st == NVF_OK)
-        st = nvf_ckpt_plan(&plan, ck, inc, n_inc, g_exclude.items, g_exclude.n);
+        st = nvf_ckpt_open(&ck, pos[0]);
+    if (st == NVF_OK)
+        st = nvf_ckpt_plan_recipe(&plan, ck, &r);
+    if (st == NVF_OK && plan->n_skip > 0 && !(reasons = count_reasons(plan, &n_reasons)))
+        st = nvf_error_set(NVF_E_NOMEM, "no memory for the skip reasons");
     if (st != NVF_OK) {
         rc = cli_fail("inspect", st);
         goto done;
     }
+    const char *const *inc = (const char *const *)r.include, *const *exc =
+                                                                 (const char *const *)r.exclude;
     if (g_common.json) {
-        rc = print_json(ck, plan, inc, n_inc, g_exclude.items, g_exclude.n);
+        rc = print_json(ck, plan, inc, r.n_include, exc, r.n_exclude, reasons, n_reasons);
     } else {
-        print_text(ck, plan, inc, n_inc, g_exclude.items, g_exclude.n);
+        print_text(ck, plan, inc, r.n_include, exc, r.n_exclude, reasons, n_reasons);
         rc = EXIT_OK;
     }
     if (fflush(stdout) != 0) {
@@ -456,8 +533,11 @@ int cmd_inspect(int argc, char **argv) {
         rc = EXIT_RUNTIME;
     }
 done:
+    free(reasons);
     nvf_plan_free(plan);
     nvf_ckpt_close(ck);
+    if (have_recipe)
+        nvf_recipe_free(&r);
     cli_free_lists(&k_spec);
     return rc;
 }

@@ -6,6 +6,7 @@
  */
 #include "cli.h"
 
+#include "nvfp4/checkpoint.h"
 #include "nvfp4/device.h"
 #include "nvfp4/quant_cuda.h"
 #include "nvfp4/format.h"
@@ -225,7 +226,7 @@ static int name_outputs(plan_item *items, size_t n, const nvf_st_file *f) {
                                      "tensor of that name",
                                      f->path, outs[k]);
         }
-        int rc = nvf_quant_group_key(it->group, sizeof it->group, it->t->name);
+        int rc = nvf_ckpt_group_key(it->group, sizeof it->group, it->t->name);
         if (rc < 0)
             return rc;
     }

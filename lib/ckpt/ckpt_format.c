@@ -65,105 +65,6 @@ const char *nvf_ckpt_role_name(nvf_ckpt_role role) {
     return names[role];
 }
 
-/* Companion suffixes ("X.weight" + suffix is the companion's name), and which slot they fill.
- * ModelOpt and compressed-tensors names [ModelOpt export; compressed-tensors]. */
-enum { SLOT_SCALE, SLOT_SCALE_2, SLOT_INPUT, SLOT_NONE };
-static const struct {
-    const char *last;   /* last name component of the scale */
-    const char *weight; /* the weight's last component */
-    int slot;
-} k_companions[] = {
-    {"weight_scale", "weight", SLOT_SCALE},
-    {"weight_scale_2", "weight", SLOT_SCALE_2},
-    {"input_scale", "weight", SLOT_INPUT},
-    {"weight_scale", "weight_packed", SLOT_SCALE},
-    {"weight_global_scale", "weight_packed", SLOT_SCALE_2},
-    {"input_global_scale", "weight_packed", SLOT_INPUT},
-    {"weight_zero_point", "weight_packed", SLOT_NONE},
-    {"k_scale", NULL, SLOT_NONE},
-    {"v_scale", NULL, SLOT_NONE},
-    {"output_scale", NULL, SLOT_NONE},
-};
-#define N_COMPANIONS (sizeof k_companions / sizeof k_companions[0])
-
-static const char *last_component(const char *name) {
-    const char *dot = strrchr(name, '.');
-    return dot ? dot + 1 : name;
-}
-
-/* The component before the last one, copied into buf ("" when none). */
-static void module_leaf(char *buf, size_t len, const char *name) {
-    const char *last = strrchr(name, '.');
-    buf[0] = '\0';
-    if (!last)
-        return;
-    const char *start = last;
-    while (start > name && start[-1] != '.')
-        start--;
-    size_t n = (size_t)(last - start);
-    if (n >= len)
-        n = len - 1;
-    memcpy(buf, start, n);
-    buf[n] = '\0';
-}
-
-static int is_fused_expert(const char *name) {
-    static const char *const fused[] = {".experts.gate_up_proj", ".experts.down_proj",
-                                        ".experts.gate_up_proj.weight",
-                                        ".experts.down_proj.weight"};
-    for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) {
-        if (ckpt_ends_with(name, fused[i]))
-            return 1;
-    }
-    return 0;
-}
-
-static int is_scale_name(const char *name) {
-    if (ckpt_ends_with(name, "_scale_inv"))
-        return 1;
-    const char *last = last_component(name);
-    for (size_t i = 0; i < N_COMPANIONS; i++) {
-        if (strcmp(last, k_companions[i].last) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-static nvf_ckpt_role classify(const char *name, int *is_weight) {
-    const char *last = last_component(name);
-    char leaf[128];
-    module_leaf(leaf, sizeof leaf, name);
-    *is_weight = 0;
-    if (is_scale_name(name))
-        return NVF_ROLE_SCALE;
-    if (strcmp(last, "e_score_correction_bias") == 0)
-        return NVF_ROLE_ROUTER_BIAS;
-    if (strcmp(last, "bias") == 0 || ckpt_ends_with(last, "_bias"))
-        return NVF_ROLE_BIAS;
-    int fused = is_fused_expert(name);
-    int weight_like = fused || strcmp(last, "weight") == 0 || strcmp(last, "weight_packed") == 0;
-    if (strstr(leaf, "norm") && !fused)
-        return NVF_ROLE_NORM;
-    *is_weight = weight_like;
-    if (strstr(name, ".experts.") && !strstr(name, "shared_expert"))
-        return NVF_ROLE_EXPERT_WEIGHT;
-    if (strstr(name, ".mlp.gate.") || strstr(name, ".block_sparse_moe.gate."))
-        return NVF_ROLE_ROUTER;
-    if (strstr(name, ".shared_expert_gate."))
-        return NVF_ROLE_SHARED_EXPERT_GATE;
-    if (strstr(name, ".shared_experts.") || strstr(name, ".shared_expert."))
-        return NVF_ROLE_SHARED_EXPERT;
-    if (strstr(name, ".mlp.") || strstr(name, ".block_sparse_moe."))
-        return NVF_ROLE_DENSE_MLP;
-    if (strstr(name, ".self_attn.") || strstr(name, ".attn.") || strstr(name, ".attention."))
-        return NVF_ROLE_ATTENTION;
-    if (strstr(name, "embed"))
-        return NVF_ROLE_EMBEDDING;
-    if (strncmp(name, "lm_head", 7) == 0 || strstr(name, ".lm_head"))
-        return NVF_ROLE_LM_HEAD;
-    return NVF_ROLE_OTHER;
-}
-
 /* Link each scale to its weight: W_scale_inv -> W; P.weight_scale -> P.weight, ... */
 static int link_companions(nvf_ckpt *ck) {
     char buf[1024];
@@ -172,45 +73,31 @@ static int link_companions(nvf_ckpt *ck) {
         if (t->role != NVF_ROLE_SCALE)
             continue;
         const char *name = t->st->name;
-        size_t len = strlen(name);
-        if (ckpt_ends_with(name, "_scale_inv")) {
-            size_t k = len - strlen("_scale_inv");
-            if (k >= sizeof buf)
-                continue;
-            memcpy(buf, name, k);
-            buf[k] = '\0';
-            size_t w = nvf_ckpt_find_index(ck, buf);
-            if (w == NVF_CKPT_NONE) {
-                int rc = ckpt_warn(ck, "scale tensor '%s' has no weight '%s'", name, buf);
-                if (rc != NVF_OK)
-                    return rc;
-                continue;
-            }
-            t->owner = w;
-            ck->tensors[w].scale = i;
+        size_t w = NVF_CKPT_NONE;
+        nvf_companion slot = NVF_COMPANION_NONE;
+        for (int alt = 0; w == NVF_CKPT_NONE; alt++) {
+            slot = nvf_ckpt_companion(buf, sizeof buf, name, alt);
+            if (buf[0] == '\0')
+                break;
+            w = nvf_ckpt_find_index(ck, buf);
+        }
+        if (w == NVF_CKPT_NONE) {
+            /* A block scale must have its weight; a ModelOpt-style one may name a module. */
+            int rc = NVF_OK;
+            if (nvf_ckpt_is_scale_inv(name))
+                rc = ckpt_warn(ck, "scale tensor '%s' has no weight '%.*s'", name,
+                               (int)(strlen(name) - strlen("_scale_inv")), name);
+            if (rc != NVF_OK)
+                return rc;
             continue;
         }
-        const char *last = last_component(name);
-        size_t prefix = (size_t)(last - name);
-        for (size_t c = 0; c < N_COMPANIONS; c++) {
-            if (strcmp(last, k_companions[c].last) != 0 || !k_companions[c].weight)
-                continue;
-            if (prefix + strlen(k_companions[c].weight) >= sizeof buf)
-                continue;
-            memcpy(buf, name, prefix);
-            strcpy(buf + prefix, k_companions[c].weight);
-            size_t w = nvf_ckpt_find_index(ck, buf);
-            if (w == NVF_CKPT_NONE)
-                continue;
-            t->owner = w;
-            if (k_companions[c].slot == SLOT_SCALE)
-                ck->tensors[w].scale = i;
-            else if (k_companions[c].slot == SLOT_SCALE_2)
-                ck->tensors[w].scale_2 = i;
-            else if (k_companions[c].slot == SLOT_INPUT)
-                ck->tensors[w].input_scale = i;
-            break;
-        }
+        t->owner = w;
+        if (slot == NVF_COMPANION_SCALE)
+            ck->tensors[w].scale = i;
+        else if (slot == NVF_COMPANION_SCALE_2)
+            ck->tensors[w].scale_2 = i;
+        else if (slot == NVF_COMPANION_INPUT)
+            ck->tensors[w].input_scale = i;
     }
     return NVF_OK;
 }
@@ -373,18 +260,20 @@ static void gather_evidence(const nvf_ckpt *ck, name_evidence *ev) {
     for (size_t i = 0; i < ck->n_tensors; i++) {
         const nvf_ckpt_tensor *t = &ck->tensors[i];
         const char *name = t->st->name;
-        if (ckpt_ends_with(name, "_scale_inv"))
+        char weight[8];
+        nvf_companion slot = nvf_ckpt_companion(weight, sizeof weight, name, 0);
+        if (nvf_ckpt_is_scale_inv(name))
             ev->scale_inv++;
-        else if (ckpt_ends_with(name, ".weight_scale_2"))
+        else if (slot == NVF_COMPANION_SCALE_2 && ckpt_ends_with(name, ".weight_scale_2"))
             ev->scale_2++;
-        else if (ckpt_ends_with(name, ".weight_global_scale"))
+        else if (slot == NVF_COMPANION_SCALE_2)
             ev->packed_global++;
         if (!t->is_weight)
             continue;
         if (t->st->dtype == NVF_DTYPE_F8_E4M3) {
             ev->fp8_weights++;
             if (t->scale != NVF_CKPT_NONE && ck->tensors[t->scale].st->numel == 1 &&
-                !ckpt_ends_with(ck->tensors[t->scale].st->name, "_scale_inv"))
+                !nvf_ckpt_is_scale_inv(ck->tensors[t->scale].st->name))
                 ev->fp8_scalar_scale++;
         }
         ev->n_bf16 += t->st->dtype == NVF_DTYPE_BF16;
@@ -422,55 +311,85 @@ static uint64_t ceil_div(uint64_t a, uint64_t b) {
     return a / b + (a % b != 0);
 }
 
-/* Every FP8 weight has a W_scale_inv with ceil(out/b0)*ceil(in/b1) elements per matrix; any
- * shape with that count is accepted since writers squeeze it (SPEC section 3). */
+int nvf_ckpt_check_fp8_scale(const char *file, const nvf_st_tensor *weight,
+                             const nvf_st_tensor *scale, int64_t b0, int64_t b1) {
+    const char *name = weight->name;
+    if (!scale)
+        return nvf_error_set(NVF_E_FORMAT,
+                             "FP8 weight '%s' in '%s' has no scale tensor "
+                             "'%s_scale_inv'",
+                             name, file, name);
+    char wshape[160], sshape[160];
+    ckpt_shape_str(wshape, sizeof wshape, weight->shape, weight->ndim);
+    ckpt_shape_str(sshape, sizeof sshape, scale->shape, scale->ndim);
+    if (weight->ndim < 2)
+        return nvf_error_set(NVF_E_SHAPE,
+                             "FP8 weight '%s' in '%s' has shape %s; block scaling needs "
+                             "at least 2 dimensions",
+                             name, file, wshape);
+    if (scale->dtype != NVF_DTYPE_F32 && scale->dtype != NVF_DTYPE_BF16 &&
+        scale->dtype != NVF_DTYPE_F16 && scale->dtype != NVF_DTYPE_F8_E8M0)
+        return nvf_error_set(NVF_E_FORMAT,
+                             "scale tensor '%s' of FP8 weight '%s' in '%s' has dtype %s; "
+                             "expected F32",
+                             scale->name, name, file, nvf_dtype_name(scale->dtype));
+    if (b0 <= 0 || b1 <= 0)
+        return nvf_error_set(NVF_E_INVALID, "FP8 block size %" PRId64 "x%" PRId64 " for '%s'", b0,
+                             b1, name);
+    uint64_t rows = (uint64_t)weight->shape[weight->ndim - 2];
+    uint64_t cols = (uint64_t)weight->shape[weight->ndim - 1];
+    uint64_t per = ceil_div(rows, (uint64_t)b0) * ceil_div(cols, (uint64_t)b1);
+    /* The leading dimensions' product, without dividing by a zero-sized matrix; numel fits 64
+     * bits (the reader checked), so lead * per does too. */
+    uint64_t lead = 1;
+    for (int32_t d = 0; d + 2 < weight->ndim; d++)
+        lead *= (uint64_t)weight->shape[d];
+    uint64_t want = rows && cols ? lead * per : 0;
+    if (scale->numel != want)
+        return nvf_error_set(NVF_E_SHAPE,
+                             "scale tensor '%s' has shape %s (%" PRIu64
+                             " elements) but weight '%s' of shape %s with %" PRId64 "x%" PRId64
+                             " blocks needs %" PRIu64 " (ceil(%" PRIu64 "/%" PRId64
+                             ")*ceil(%" PRIu64 "/%" PRId64 ")%s), in '%s'",
+                             scale->name, sshape, scale->numel, name, wshape, b0, b1, want, rows,
+                             b0, cols, b1, lead > 1 ? " per matrix" : "", file);
+    return NVF_OK;
+}
+
+/* Every FP8 weight of an FP8-block checkpoint has a W_scale_inv that passes
+ * nvf_ckpt_check_fp8_scale(). */
 static int check_fp8_block(nvf_ckpt *ck) {
-    const int64_t b0 = ck->quant.block[0], b1 = ck->quant.block[1];
     for (size_t i = 0; i < ck->n_tensors; i++) {
         const nvf_ckpt_tensor *t = &ck->tensors[i];
         if (!t->is_weight || t->st->dtype != NVF_DTYPE_F8_E4M3)
             continue;
-        const char *name = t->st->name;
-        if (t->scale == NVF_CKPT_NONE)
-            return nvf_error_set(NVF_E_FORMAT,
-                                 "FP8 weight '%s' in '%s' has no scale tensor "
-                                 "'%s_scale_inv'",
-                                 name, ck->files[t->file].path, name);
-        const nvf_st_tensor *s = ck->tensors[t->scale].st;
-        char wshape[160], sshape[160];
-        ckpt_shape_str(wshape, sizeof wshape, t->st->shape, t->st->ndim);
-        ckpt_shape_str(sshape, sizeof sshape, s->shape, s->ndim);
-        if (t->st->ndim < 2)
-            return nvf_error_set(NVF_E_SHAPE,
-                                 "FP8 weight '%s' has shape %s; block scaling needs "
-                                 "at least 2 dimensions",
-                                 name, wshape);
-        if (s->dtype != NVF_DTYPE_F32 && s->dtype != NVF_DTYPE_BF16 && s->dtype != NVF_DTYPE_F16 &&
-            s->dtype != NVF_DTYPE_F8_E8M0)
-            return nvf_error_set(NVF_E_FORMAT, "scale tensor '%s' has dtype %s; expected F32",
-                                 s->name, nvf_dtype_name(s->dtype));
-        uint64_t rows = (uint64_t)t->st->shape[t->st->ndim - 2];
-        uint64_t cols = (uint64_t)t->st->shape[t->st->ndim - 1];
-        uint64_t per = ceil_div(rows, (uint64_t)b0) * ceil_div(cols, (uint64_t)b1);
-        /* numel of the weight fits 64 bits (the reader checked), so lead * per does too */
-        uint64_t lead = rows && cols ? t->st->numel / (rows * cols) : 0;
-        uint64_t want = lead * per;
-        if (s->numel != want)
-            return nvf_error_set(NVF_E_SHAPE,
-                                 "scale tensor '%s' has shape %s (%" PRIu64
-                                 " elements) but weight '%s' of shape %s with %" PRId64 "x%" PRId64
-                                 " blocks needs %" PRIu64 " (ceil(%" PRIu64 "/%" PRId64
-                                 ")*ceil(%" PRIu64 "/%" PRId64 ")%s)",
-                                 s->name, sshape, s->numel, name, wshape, b0, b1, want, rows, b0,
-                                 cols, b1, lead > 1 ? " per matrix" : "");
+        const nvf_st_tensor *s = t->scale != NVF_CKPT_NONE ? ck->tensors[t->scale].st : NULL;
+        int rc = nvf_ckpt_check_fp8_scale(ck->files[t->file].path, t->st, s, ck->quant.block[0],
+                                          ck->quant.block[1]);
+        if (rc != NVF_OK)
+            return rc;
     }
     return NVF_OK;
 }
 
 int ckpt_detect_format(nvf_ckpt *ck) {
-    for (size_t i = 0; i < ck->n_tensors; i++)
-        ck->tensors[i].role = classify(ck->tensors[i].st->name, &ck->tensors[i].is_weight);
-    int rc = link_companions(ck);
+    int rc = NVF_OK;
+    for (size_t i = 0; i < ck->n_tensors && rc == NVF_OK; i++) {
+        nvf_ckpt_tensor *t = &ck->tensors[i];
+        t->role = nvf_ckpt_role_of(t->st->name, &t->is_weight);
+        nvf_ckpt_name n;
+        nvf_ckpt_name_parse(&n, t->st->name, t->st->ndim);
+        if (n.kind == NVF_NAME_EXPERT_UNKNOWN) {
+            char shape[160];
+            ckpt_shape_str(shape, sizeof shape, t->st->shape, t->st->ndim);
+            rc = ckpt_warn(ck,
+                           "unknown 3-D tensor '%s' %s: fused experts are named "
+                           "experts.gate_up_proj and experts.down_proj; kept as it is",
+                           t->st->name, shape);
+        }
+    }
+    if (rc == NVF_OK)
+        rc = link_companions(ck);
     if (rc != NVF_OK)
         return rc;
     rc = from_config(ck);

@@ -1,6 +1,11 @@
 /*
- * Private glue between the checkpoint modules: open (files, index, config), format (roles,
- * companions, detection), moe (structure discovery).
+ * Private glue between the checkpoint modules. Calls go one way, top to bottom:
+ *   1. ckpt_open.c: files, index, config; runs format detection, then MoE discovery
+ *   2. ckpt_format.c (roles, companions, detection), ckpt_moe.c (structure, expert map),
+ *      ckpt_plan.c (scope): none calls another of this level or ckpt_open.c
+ *   3. ckpt_naming.c (what a name says)
+ *   4. ckpt_common.c (warnings, lookups, strings)
+ * tests/cli/style/ckpt_layering.sh checks it.
  */
 #ifndef NVFP4_CKPT_INTERNAL_H
 #define NVFP4_CKPT_INTERNAL_H
@@ -9,7 +14,7 @@
 
 #include <cjson/cJSON.h>
 
-/** Record a warning (also logged). @return 0 or NVF_E_NOMEM. */
+/** Record a warning (also logged; ckpt_common.c). @return 0 or NVF_E_NOMEM. */
 int ckpt_warn(nvf_ckpt *ck, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /** The config.json value `key` at the top level or under "text_config"; NULL if absent. */
@@ -23,6 +28,15 @@ int ckpt_discover_moe(nvf_ckpt *ck);
 
 void ckpt_quant_free(nvf_ckpt_quant *q);
 void ckpt_moe_free(nvf_moe *m);
+
+/**
+ * Split NAME = PREFIX ".mlp." REST (or ".block_sparse_moe.") where PREFIX ends in
+ * "layers.{digits}" (ckpt_naming.c). @return 1 with the prefix length, the layer index and REST.
+ */
+int ckpt_split_mlp(const char *name, size_t *prefix_len, int64_t *index, const char **rest);
+
+/** "gate_proj.weight" (or w1/w3/w2, ".weight_packed") -> projection, or NVF_PROJ_NONE. */
+nvf_proj ckpt_proj_weight(const char *rest, int *w13);
 
 /** Whether `s` ends with `suffix`. */
 int ckpt_ends_with(const char *s, const char *suffix);

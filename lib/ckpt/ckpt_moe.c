@@ -8,6 +8,9 @@
  *   3. gate.weight [E, H] (router), gate.e_score_correction_bias [E] (DeepSeek)
  *   4. shared_experts.{gate,up,down}_proj.weight or shared_expert.* (+ shared_expert_gate)
  *   5. {gate,up,down}_proj.weight directly: a dense MLP
+ * The names are read by ckpt_naming.c (per-expert and fused by the exact name). The result per
+ * layer includes the expert map: for each expert id, where its gate, up and down weights and
+ * their scales are (a 2-D tensor, or a slice of a fused one).
  * NVFP4 packs two values per byte: a U8 weight's logical input dimension is twice its last.
  */
 #include "ckpt/ckpt_internal.h"
@@ -22,7 +25,8 @@
 /* An expert count above this is taken as a broken config, not a model. */
 #define MAX_EXPERTS 1000000
 
-enum { PROJ_GATE = 0, PROJ_UP = 1, PROJ_DOWN = 2, PROJ_ALL = 7 };
+/* All three projections present. */
+#define PROJ_ALL 7u
 
 typedef struct expert_rec {
     int64_t id;
@@ -60,53 +64,6 @@ const char *nvf_router_kind_name(nvf_router_kind kind) {
         return "deepseek_v3";
     }
     return "none";
-}
-
-static int proj_of(const char *s, size_t n, int *w13) {
-    static const struct {
-        const char *name;
-        int proj, w13;
-    } k[] = {{"gate_proj", PROJ_GATE, 0}, {"up_proj", PROJ_UP, 0}, {"down_proj", PROJ_DOWN, 0},
-             {"w1", PROJ_GATE, 1},        {"w3", PROJ_UP, 1},      {"w2", PROJ_DOWN, 1}};
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        if (strlen(k[i].name) == n && memcmp(k[i].name, s, n) == 0) {
-            *w13 = k[i].w13;
-            return k[i].proj;
-        }
-    }
-    return -1;
-}
-
-/* "gate_proj.weight" -> projection, or -1. The weight suffix is ".weight" or ".weight_packed". */
-static int proj_weight(const char *rest, int *w13) {
-    const char *dot = strchr(rest, '.');
-    if (!dot || (strcmp(dot, ".weight") != 0 && strcmp(dot, ".weight_packed") != 0))
-        return -1;
-    return proj_of(rest, (size_t)(dot - rest), w13);
-}
-
-/* Split NAME = PREFIX ".mlp." REST where PREFIX ends in "layers.{digits}". */
-static int split_mlp(const char *name, size_t *prefix_len, int64_t *index, const char **rest) {
-    static const char *const markers[] = {".mlp.", ".block_sparse_moe."};
-    for (size_t m = 0; m < 2; m++) {
-        const char *p = strstr(name, markers[m]);
-        if (!p)
-            continue;
-        const char *d = p;
-        while (d > name && d[-1] >= '0' && d[-1] <= '9')
-            d--;
-        size_t digits = (size_t)(p - d);
-        if (digits == 0 || digits > 9 || d - name < 7 || strncmp(d - 7, "layers.", 7) != 0)
-            continue;
-        int64_t v = 0;
-        for (const char *c = d; c < p; c++)
-            v = v * 10 + (*c - '0');
-        *index = v;
-        *prefix_len = (size_t)(p - name);
-        *rest = p + strlen(markers[m]);
-        return 1;
-    }
-    return 0;
 }
 
 static layer_acc *find_layer(acc *a, const char *name, size_t prefix_len, int64_t index) {
@@ -163,31 +120,28 @@ static int scan_tensor(const nvf_ckpt *ck, acc *a, size_t ti) {
     size_t prefix_len;
     int64_t index;
     const char *rest;
-    if (!split_mlp(t->name, &prefix_len, &index, &rest))
+    if (!ckpt_split_mlp(t->name, &prefix_len, &index, &rest))
         return NVF_OK;
-    int w13 = 0, proj;
+    int w13 = 0;
+    nvf_proj proj;
     int64_t out, in;
     logical_out_in(ck, t, &out, &in);
     layer_acc *l = find_layer(a, t->name, prefix_len, index);
     if (!l)
         return nvf_error_set(NVF_E_NOMEM, "no memory");
     if (strncmp(rest, "experts.", 8) == 0) {
-        const char *r = rest + 8;
-        if (r[0] >= '0' && r[0] <= '9') {
-            int64_t id = 0;
-            int digits = 0;
-            while (*r >= '0' && *r <= '9' && digits < 10) {
-                id = id * 10 + (*r++ - '0');
-                digits++;
-            }
-            if (*r != '.' || (proj = proj_weight(r + 1, &w13)) < 0)
-                return NVF_OK;
-            l->w13 |= w13;
-            return add_rec(l, id, proj, out, in, ti);
+        nvf_ckpt_name n;
+        nvf_ckpt_name_parse(&n, t->name, t->ndim);
+        /* only this layer's own experts: "experts." right after the MLP marker */
+        if (n.experts_len != (size_t)(rest - t->name) + 8)
+            return NVF_OK;
+        if (n.kind == NVF_NAME_EXPERT) {
+            l->w13 |= n.w13;
+            return add_rec(l, n.expert, n.proj, out, in, ti);
         }
-        if (strcmp(r, "gate_up_proj") == 0 || strcmp(r, "gate_up_proj.weight") == 0)
+        if (n.kind == NVF_NAME_FUSED && n.proj == NVF_PROJ_GATE_UP)
             l->fused_gu = ti;
-        else if (strcmp(r, "down_proj") == 0 || strcmp(r, "down_proj.weight") == 0)
+        else if (n.kind == NVF_NAME_FUSED)
             l->fused_down = ti;
         return NVF_OK;
     }
@@ -199,15 +153,15 @@ static int scan_tensor(const nvf_ckpt *ck, acc *a, size_t ti) {
         l->shared_gate = 1;
     } else if (strncmp(rest, "shared_experts.", 15) == 0 ||
                strncmp(rest, "shared_expert.", 14) == 0) {
-        proj = proj_weight(strchr(rest, '.') + 1, &w13);
-        if (proj >= 0) {
+        proj = ckpt_proj_weight(strchr(rest, '.') + 1, &w13);
+        if (proj != NVF_PROJ_NONE) {
             l->shared_mask |= 1u << proj;
-            if (proj == PROJ_GATE)
+            if (proj == NVF_PROJ_GATE)
                 l->shared_out = out;
         }
-    } else if ((proj = proj_weight(rest, &w13)) >= 0) {
+    } else if ((proj = ckpt_proj_weight(rest, &w13)) != NVF_PROJ_NONE) {
         l->dense_mask |= 1u << proj;
-        if (proj == PROJ_GATE) {
+        if (proj == NVF_PROJ_GATE) {
             l->dense_out = out;
             l->dense_in = in;
         }
@@ -271,15 +225,15 @@ static int finish_per_expert(nvf_ckpt *ck, layer_acc *a, nvf_moe_layer *l) {
     for (size_t i = 0; i < a->n_recs; i++) {
         const expert_rec *r = &a->recs[i];
         int64_t want_out, want_in;
-        if (!ref && r->proj != PROJ_DOWN) {
+        if (!ref && r->proj != NVF_PROJ_DOWN) {
             ref = r;
             l->intermediate = r->out;
             l->hidden = r->in;
         }
         if (!ref)
             continue;
-        want_out = r->proj == PROJ_DOWN ? l->hidden : l->intermediate;
-        want_in = r->proj == PROJ_DOWN ? l->intermediate : l->hidden;
+        want_out = r->proj == NVF_PROJ_DOWN ? l->hidden : l->intermediate;
+        want_in = r->proj == NVF_PROJ_DOWN ? l->intermediate : l->hidden;
         if ((r->out != want_out || r->in != want_in) && !warned) {
             warned = 1;
             rc = ckpt_warn(ck,
@@ -294,6 +248,46 @@ static int finish_per_expert(nvf_ckpt *ck, layer_acc *a, nvf_moe_layer *l) {
     return NVF_OK;
 }
 
+/* One projection's place: the tensor and its companions, a fused tensor's expert and rows. */
+static nvf_moe_proj proj_at(const nvf_ckpt *ck, size_t ti, int64_t expert, int64_t row0,
+                            int64_t rows) {
+    const nvf_ckpt_tensor *t = &ck->tensors[ti];
+    return (nvf_moe_proj){ti, t->scale, t->scale_2, t->input_scale, expert, row0, rows};
+}
+
+/* The expert map: l->experts[0, n_experts) from the per-expert records (sorted) or the fused
+ * tensors; a projection not found keeps tensor NVF_CKPT_NONE. */
+static void map_experts(const nvf_ckpt *ck, const layer_acc *a, nvf_moe_layer *l) {
+    const nvf_moe_proj none = {
+        NVF_CKPT_NONE, NVF_CKPT_NONE, NVF_CKPT_NONE, NVF_CKPT_NONE, -1, 0, 0};
+    for (int64_t e = 0; e < l->n_experts; e++)
+        for (int p = 0; p < 3; p++)
+            l->experts[e].proj[p] = none;
+    for (size_t i = 0; i < a->n_recs; i++) {
+        const expert_rec *r = &a->recs[i];
+        if (r->id >= l->n_experts)
+            break; /* sorted: the rest are beyond too */
+        nvf_moe_proj *slot = &l->experts[r->id].proj[r->proj];
+        if (slot->tensor == NVF_CKPT_NONE)
+            *slot = proj_at(ck, r->tensor, -1, 0, r->out);
+    }
+    if (a->fused_gu != NVF_CKPT_NONE && ck->tensors[a->fused_gu].st->ndim == 3 &&
+        ck->tensors[a->fused_gu].st->numel > 0) {
+        const nvf_st_tensor *gu = ck->tensors[a->fused_gu].st;
+        int64_t half = gu->shape[1] / 2;
+        for (int64_t e = 0; e < l->n_experts && e < gu->shape[0]; e++) {
+            l->experts[e].proj[NVF_PROJ_GATE] = proj_at(ck, a->fused_gu, e, 0, half);
+            l->experts[e].proj[NVF_PROJ_UP] = proj_at(ck, a->fused_gu, e, half, half);
+        }
+    }
+    if (a->fused_down != NVF_CKPT_NONE && ck->tensors[a->fused_down].st->ndim == 3 &&
+        ck->tensors[a->fused_down].st->numel > 0) {
+        const nvf_st_tensor *dn = ck->tensors[a->fused_down].st;
+        for (int64_t e = 0; e < l->n_experts && e < dn->shape[0]; e++)
+            l->experts[e].proj[NVF_PROJ_DOWN] = proj_at(ck, a->fused_down, e, 0, dn->shape[1]);
+    }
+}
+
 static int finish_layer(nvf_ckpt *ck, layer_acc *a, nvf_moe_layer *l) {
     const nvf_moe_config *c = &ck->moe.config;
     int rc = NVF_OK;
@@ -303,6 +297,10 @@ static int finish_layer(nvf_ckpt *ck, layer_acc *a, nvf_moe_layer *l) {
     l->hidden = l->intermediate = -1;
     l->shared_intermediate = -1;
     l->w13_naming = a->w13;
+    l->router = a->router;
+    l->router_bias = a->router_bias;
+    l->fused_gate_up = a->fused_gu;
+    l->fused_down = a->fused_down;
     l->has_router = a->router != NVF_CKPT_NONE;
     l->has_router_bias = a->router_bias != NVF_CKPT_NONE;
     l->has_shared = a->shared_mask != 0;
@@ -363,6 +361,9 @@ static int finish_layer(nvf_ckpt *ck, layer_acc *a, nvf_moe_layer *l) {
             rc = ckpt_warn(ck, "%s: fused gate_up_proj has %" PRId64 " experts, down_proj %" PRId64,
                            l->prefix, e_gu, e_dn);
         fused_e = e_gu >= 0 && e_dn >= 0 ? (e_gu < e_dn ? e_gu : e_dn) : -1;
+        /* an empty tensor (a zero dimension) holds no expert, whatever its first dimension */
+        if ((gu && gu->numel == 0) || (dn && dn->numel == 0))
+            fused_e = 0;
         if (rc != NVF_OK)
             return rc;
     }
@@ -410,8 +411,10 @@ static int finish_layer(nvf_ckpt *ck, layer_acc *a, nvf_moe_layer *l) {
         return rc;
     /* Present / missing, in id order. */
     l->missing = calloc(expected > 0 ? (size_t)expected : 1, sizeof *l->missing);
-    if (!l->missing)
+    l->experts = calloc(expected > 0 ? (size_t)expected : 1, sizeof *l->experts);
+    if (!l->missing || !l->experts)
         return nvf_error_set(NVF_E_NOMEM, "no memory");
+    map_experts(ck, a, l);
     if (l->fused) {
         int64_t have = fused_e < 0 ? 0 : fused_e;
         for (int64_t e = 0; e < expected; e++) {
@@ -516,6 +519,7 @@ void ckpt_moe_free(nvf_moe *m) {
     for (size_t i = 0; i < m->n_layers; i++) {
         free(m->layers[i].prefix);
         free(m->layers[i].missing);
+        free(m->layers[i].experts);
     }
     free(m->layers);
     memset(m, 0, sizeof *m);

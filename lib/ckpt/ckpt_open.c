@@ -5,13 +5,11 @@
 #include "ckpt/ckpt_internal.h"
 
 #include "nvfp4/fileio.h"
-#include "nvfp4/log.h"
 #include "nvfp4/status.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,50 +18,6 @@
 #define INDEX_NAME "model.safetensors.index.json"
 /* config.json files are a few kB; this only stops a runaway read. */
 #define CONFIG_MAX_BYTES ((size_t)64 << 20)
-
-int ckpt_ends_with(const char *s, const char *suffix) {
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && memcmp(s + a - b, suffix, b) == 0;
-}
-
-void ckpt_shape_str(char *buf, size_t len, const int64_t *shape, int32_t ndim) {
-    size_t k = (size_t)snprintf(buf, len, "[");
-    for (int32_t i = 0; i < ndim && k < len; i++)
-        k += (size_t)snprintf(buf + k, len - k, "%s%" PRId64, i ? ", " : "", shape[i]);
-    if (k < len)
-        snprintf(buf + k, len - k, "]");
-}
-
-int ckpt_warn(nvf_ckpt *ck, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    char **w = realloc(ck->warnings, (ck->n_warnings + 1) * sizeof *w);
-    if (!w)
-        return nvf_error_set(NVF_E_NOMEM, "no memory for a warning");
-    ck->warnings = w;
-    w[ck->n_warnings] = strdup(msg);
-    if (!w[ck->n_warnings])
-        return nvf_error_set(NVF_E_NOMEM, "no memory for a warning");
-    ck->n_warnings++;
-    nvf_log(NVF_LOG_WARN, "%s: %s", ck->path, msg);
-    return NVF_OK;
-}
-
-const cJSON *ckpt_config_get(const nvf_ckpt *ck, const char *key) {
-    if (!ck->config)
-        return NULL;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(ck->config, key);
-    if (v && !cJSON_IsNull(v))
-        return v;
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(ck->config, "text_config");
-    if (!cJSON_IsObject(text))
-        return NULL;
-    v = cJSON_GetObjectItemCaseSensitive(text, key);
-    return v && !cJSON_IsNull(v) ? v : NULL;
-}
 
 /* Read a JSON object file; a missing file leaves *out NULL. */
 static int read_json_object(cJSON **out, const char *dir, const char *name) {
@@ -423,24 +377,4 @@ void nvf_ckpt_close(nvf_ckpt *ck) {
     free(ck->dir);
     free(ck->path);
     free(ck);
-}
-
-size_t nvf_ckpt_find_index(const nvf_ckpt *ck, const char *name) {
-    size_t lo = 0, hi = ck->n_tensors;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(ck->tensors[mid].st->name, name);
-        if (c == 0)
-            return mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NVF_CKPT_NONE;
-}
-
-const nvf_ckpt_tensor *nvf_ckpt_find(const nvf_ckpt *ck, const char *name) {
-    size_t i = nvf_ckpt_find_index(ck, name);
-    return i == NVF_CKPT_NONE ? NULL : &ck->tensors[i];
 }

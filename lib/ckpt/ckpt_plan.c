@@ -4,6 +4,7 @@
  */
 #include "ckpt/ckpt_internal.h"
 
+#include "nvfp4/recipe.h"
 #include "nvfp4/status.h"
 
 #include <fnmatch.h>
@@ -15,7 +16,7 @@
 /* NVFP4 quantizes blocks of 16 consecutive values along the input dimension. */
 #define NVFP4_BLOCK 16
 
-const char *const nvf_plan_default_include[] = {"*.mlp.experts.*"};
+const char *const nvf_plan_default_include[] = {NVF_CKPT_DEFAULT_SCOPE};
 
 const char *nvf_plan_action_name(nvf_plan_action action) {
     switch (action) {
@@ -55,14 +56,20 @@ static void quantizable(const nvf_ckpt_tensor *t, char *reason, size_t len) {
         snprintf(reason, len, "embedding table, not a linear layer");
         return;
     }
-    int fused = t->role == NVF_ROLE_EXPERT_WEIGHT && st->ndim == 3;
-    if (st->ndim != 2 && !fused) {
+    nvf_ckpt_name n;
+    nvf_ckpt_name_parse(&n, st->name, st->ndim);
+    if (n.kind == NVF_NAME_EXPERT_UNKNOWN) {
+        snprintf(reason, len, "unknown 3-D tensor (fused experts: gate_up_proj, down_proj)");
+        return;
+    }
+    if (st->ndim != 2 && n.kind != NVF_NAME_FUSED) {
         snprintf(reason, len, "%d-D tensor, not a 2-D linear weight", (int)st->ndim);
         return;
     }
     int64_t in = st->shape[st->ndim - 1];
+    /* A zero dimension: nothing to quantize, and no per-matrix size to divide by. */
     if (st->numel == 0) {
-        snprintf(reason, len, "empty tensor");
+        snprintf(reason, len, "empty tensor, copied as it is");
         return;
     }
     if (in % NVFP4_BLOCK != 0)
@@ -149,6 +156,11 @@ int nvf_ckpt_plan(nvf_plan **out, const nvf_ckpt *ck, const char *const *include
     }
     *out = p;
     return NVF_OK;
+}
+
+int nvf_ckpt_plan_recipe(nvf_plan **out, const nvf_ckpt *ck, const nvf_recipe *r) {
+    return nvf_ckpt_plan(out, ck, (const char *const *)r->include, r->n_include,
+                         (const char *const *)r->exclude, r->n_exclude);
 }
 
 void nvf_plan_free(nvf_plan *plan) {

@@ -25,32 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-static char *dup_printf(const char *fmt, const char *a, int64_t e, const char *b) {
-    int n = snprintf(NULL, 0, fmt, a, e, b);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s)
-        snprintf(s, (size_t)n + 1, fmt, a, e, b);
-    return s;
-}
-
-/* The module of a linear weight: its name without ".weight". */
-static char *module_of(const char *name) {
-    size_t n = strlen(name);
-    if (ends_with(name, ".weight"))
-        n -= strlen(".weight");
-    char *m = malloc(n + 1);
-    if (m) {
-        memcpy(m, name, n);
-        m[n] = '\0';
-    }
-    return m;
-}
-
 static size_t scale_elem_size(nvf_dtype d) {
     return d == NVF_DTYPE_F32 ? 4 : d == NVF_DTYPE_BF16 ? 2 : 1;
 }
@@ -71,6 +45,8 @@ void cv_source_view(nvf_quant_source *s, const nvf_ckpt *ck, size_t ti, int64_t 
     if (st->dtype != NVF_DTYPE_F8_E4M3 || t->scale == NVF_CKPT_NONE)
         return;
     const nvf_st_tensor *sc = ck->tensors[t->scale].st;
+    if (mats <= 0)
+        return; /* an empty fused tensor has no matrix to view (the plan copies it) */
     uint64_t per = sc->numel / (uint64_t)mats;
     s->scale_dtype = sc->dtype;
     s->scale_numel = per;
@@ -169,6 +145,8 @@ static int add_linear_outs(builder *b, const char *module, int64_t rows, int64_t
 
 static uint64_t source_bytes(const nvf_ckpt *ck, size_t ti, int64_t mats) {
     const nvf_ckpt_tensor *t = &ck->tensors[ti];
+    if (mats <= 0)
+        return 0;
     uint64_t b = (t->st->end - t->st->begin) / (uint64_t)mats;
     if (t->scale != NVF_CKPT_NONE)
         b += (ck->tensors[t->scale].st->end - ck->tensors[t->scale].st->begin) / (uint64_t)mats;
@@ -179,16 +157,12 @@ static uint64_t source_bytes(const nvf_ckpt *ck, size_t ti, int64_t mats) {
 static int add_fused_jobs(builder *b, const nvf_ckpt *ck, size_t ti) {
     const nvf_st_tensor *st = ck->tensors[ti].st;
     const char *name = st->name;
-    const char *at = strstr(name, ".experts.");
-    if (!at)
-        return nvf_error_set(NVF_E_SHAPE, "tensor '%s': a 3-D weight outside '.experts.'", name);
-    int gate_up = strstr(at, "gate_up_proj") != NULL;
-    size_t plen = (size_t)(at - name) + strlen(".experts.");
-    char *prefix = malloc(plen + 1);
-    if (!prefix)
-        return nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
-    memcpy(prefix, name, plen);
-    prefix[plen] = '\0';
+    nvf_ckpt_name n;
+    nvf_ckpt_name_parse(&n, name, st->ndim);
+    if (n.kind != NVF_NAME_FUSED)
+        return nvf_error_set(NVF_E_SHAPE, "tensor '%s': a 3-D weight that is not a fused expert",
+                             name);
+    int gate_up = n.proj == NVF_PROJ_GATE_UP;
     int64_t E = st->shape[0];
     int rc = NVF_OK;
     if (gate_up && st->shape[1] % 2 != 0) {
@@ -209,9 +183,8 @@ static int add_fused_jobs(builder *b, const nvf_ckpt *ck, size_t ti) {
         m->split = gate_up;
         cv_source_view(&m->src, ck, ti, e);
         j->bytes_in = source_bytes(ck, ti, E);
-        m->module[0] =
-            dup_printf("%s%" PRId64 "%s", prefix, e, gate_up ? ".gate_proj" : ".down_proj");
-        m->module[1] = gate_up ? dup_printf("%s%" PRId64 "%s", prefix, e, ".up_proj") : NULL;
+        m->module[0] = nvf_ckpt_fused_module(name, e, gate_up ? NVF_PROJ_GATE : NVF_PROJ_DOWN);
+        m->module[1] = gate_up ? nvf_ckpt_fused_module(name, e, NVF_PROJ_UP) : NULL;
         if (!m->module[0] || (gate_up && !m->module[1])) {
             rc = nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
             break;
@@ -221,7 +194,6 @@ static int add_fused_jobs(builder *b, const nvf_ckpt *ck, size_t ti) {
             rc = add_linear_outs(b, m->module[h], rows, m->src.cols);
     }
 done:
-    free(prefix);
     return rc;
 }
 
@@ -253,7 +225,7 @@ static int link_groups(size_t *leader, size_t *next, const nvf_ckpt *ck, const n
         if (sp->entries[i].action != NVF_PLAN_QUANTIZE || ck->tensors[i].st->ndim != 2)
             continue;
         char key[1024];
-        if (nvf_quant_group_key(key, sizeof key, ck->tensors[i].st->name) != 1)
+        if (nvf_ckpt_group_key(key, sizeof key, ck->tensors[i].st->name) != 1)
             continue;
         refs[n].key = strdup(key);
         refs[n].tensor = i;
@@ -290,7 +262,7 @@ static int add_group_job(builder *b, const nvf_ckpt *ck, size_t first, const siz
         m->expert = -1;
         cv_source_view(&m->src, ck, ti, -1);
         j->bytes_in += source_bytes(ck, ti, 1);
-        m->module[0] = module_of(ck->tensors[ti].st->name);
+        m->module[0] = nvf_ckpt_module_of(ck->tensors[ti].st->name);
         if (!m->module[0])
             return nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
     }
@@ -317,13 +289,12 @@ static int note_unquantized(cv_plan *p, const nvf_ckpt *ck, size_t ti, int fp8_k
     const nvf_ckpt_tensor *t = &ck->tensors[ti];
     if (!is_linear(t))
         return NVF_OK;
-    char *m = module_of(t->st->name);
+    char *m = nvf_ckpt_module_of(t->st->name);
     int ok = m != NULL;
     if (ok && fp8_kept) {
         const nvf_st_tensor *sc = ck->tensors[t->scale].st;
         ok = cJSON_AddStringToObject(p->fp8_modules, m,
-                                     ends_with(sc->name, "_scale_inv") ? "FP8_PB_WO" : "FP8") !=
-             NULL;
+                                     nvf_ckpt_is_scale_inv(sc->name) ? "FP8_PB_WO" : "FP8") != NULL;
     } else if (ok) {
         ok = cJSON_AddItemToArray(p->exclude_modules, cJSON_CreateString(m));
     }
@@ -444,17 +415,19 @@ int cv_plan_build(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
         goto done;
     }
-    rc = nvf_ckpt_plan(&p->scope, ck, (const char *const *)r->include, r->n_include,
-                       (const char *const *)r->exclude, r->n_exclude);
+    rc = nvf_ckpt_plan_recipe(&p->scope, ck, r);
     if (rc != NVF_OK || (rc = link_groups(leader, next, ck, p->scope)) != NVF_OK)
         goto done;
     /* FP8 weights that are not quantized become BF16 unless the source precision is kept. */
     for (size_t i = 0; i < n; i++) {
         const nvf_ckpt_tensor *t = &ck->tensors[i];
         nvf_plan_action a = p->scope->entries[i].action;
+        /* An empty tensor is copied as it is (with its scale): no values to convert, and
+         * never sized by its other dimensions. */
         dequant[i] = !opt->keep_source_precision && a != NVF_PLAN_QUANTIZE &&
                      t->role != NVF_ROLE_SCALE && t->st->dtype == NVF_DTYPE_F8_E4M3 &&
-                     t->scale != NVF_CKPT_NONE && t->st->ndim >= 1 && t->st->ndim <= 3;
+                     t->scale != NVF_CKPT_NONE && t->st->ndim >= 1 && t->st->ndim <= 3 &&
+                     t->st->numel > 0;
     }
     for (size_t i = 0; i < n && rc == NVF_OK; i++) {
         const nvf_ckpt_tensor *t = &ck->tensors[i];

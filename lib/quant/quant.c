@@ -164,36 +164,3 @@ void nvf_quant_dequant_row_ref(float *out, const uint8_t *packed, const uint8_t 
         out[i] = v * scale_2;
     }
 }
-
-/* Groups ---------------------------------------------------------------------------------- */
-
-int nvf_quant_group_key(char *out, size_t cap, const char *name) {
-    static const struct {
-        const char *part, *group;
-    } k_parts[] = {
-        {".gate_proj.", ".{gate,up}."}, {".up_proj.", ".{gate,up}."}, {".w1.", ".{w1,w3}."},
-        {".w3.", ".{w1,w3}."},          {".q_proj.", ".{q,k,v}."},    {".k_proj.", ".{q,k,v}."},
-        {".v_proj.", ".{q,k,v}."},
-    };
-    size_t len = strlen(name);
-    for (size_t i = 0; i < sizeof k_parts / sizeof k_parts[0]; i++) {
-        /* The last occurrence: a projection name further left would be part of the prefix. */
-        const char *hit = NULL;
-        for (const char *p = strstr(name, k_parts[i].part); p; p = strstr(p + 1, k_parts[i].part))
-            hit = p;
-        if (!hit || hit == name)
-            continue;
-        size_t pre = (size_t)(hit - name), plen = strlen(k_parts[i].part);
-        size_t glen = strlen(k_parts[i].group), post = len - pre - plen;
-        if (pre + glen + post + 1 > cap)
-            return nvf_error_set(NVF_E_INVALID, "tensor name '%s' is too long", name);
-        memcpy(out, name, pre);
-        memcpy(out + pre, k_parts[i].group, glen);
-        memcpy(out + pre + glen, hit + plen, post + 1);
-        return 1;
-    }
-    if (len + 1 > cap)
-        return nvf_error_set(NVF_E_INVALID, "tensor name '%s' is too long", name);
-    memcpy(out, name, len + 1);
-    return 0;
-}

@@ -7,6 +7,7 @@
  */
 #include "nvfp4/recipe.h"
 
+#include "nvfp4/checkpoint.h"
 #include "nvfp4/status.h"
 
 #include <cjson/cJSON.h>
@@ -29,7 +30,7 @@ int nvf_recipe_init(nvf_recipe *out) {
     snprintf(out->max_shard_size_text, sizeof out->max_shard_size_text, "5GB");
     out->verify_tokens = 64;
     out->verify_seed = 0;
-    const char *inc = "*.mlp.experts.*";
+    const char *inc = NVF_CKPT_DEFAULT_SCOPE;
     return nvf_recipe_set_globs(out, 0, &inc, 1);
 }
 

@@ -738,6 +738,189 @@ static void test_hf_fixtures(void) {
     }
 }
 
+static size_t idx_of(const nvf_ckpt *ck, const char *name) {
+    size_t i = nvf_ckpt_find_index(ck, name);
+    CHECK_MSG(i != NVF_CKPT_NONE, "no tensor %s", name);
+    return i;
+}
+
+/* One projection of the expert map against the tensor (and scale) named by hand. */
+static void check_proj(const nvf_ckpt *ck, const nvf_moe_proj *p, const char *tensor,
+                       const char *scale, int64_t expert, int64_t row0, int64_t rows) {
+    CHECK_MSG(p->tensor == idx_of(ck, tensor), "map: tensor %zu, expected %s", p->tensor, tensor);
+    if (scale)
+        CHECK_MSG(p->scale == idx_of(ck, scale), "map %s: scale %zu, expected %s", tensor, p->scale,
+                  scale);
+    else
+        CHECK_MSG(p->scale == NVF_CKPT_NONE, "map %s: scale %zu, expected none", tensor, p->scale);
+    CHECK_MSG(p->expert == expert && p->row0 == row0 && p->rows == rows,
+              "map %s: expert %lld rows [%lld, +%lld), expected %lld [%lld, +%lld)", tensor,
+              (long long)p->expert, (long long)p->row0, (long long)p->rows, (long long)expert,
+              (long long)row0, (long long)rows);
+}
+
+/* The expert map of per-expert layers: qwen (built by test_qwen3_like) and dsv3, whose expert 2
+ * lacks up_proj. */
+static void test_expert_map_per_expert(void) {
+    nvf_ckpt *ck = open_ok("qwen");
+    if (!ck)
+        return;
+    static const char *const proj[] = {"gate_proj", "up_proj", "down_proj"};
+    char name[128];
+    for (size_t i = 0; i < ck->moe.n_layers; i++) {
+        const nvf_moe_layer *l = &ck->moe.layers[i];
+        CHECK(l->experts != NULL && l->fused_gate_up == NVF_CKPT_NONE &&
+              l->fused_down == NVF_CKPT_NONE);
+        snprintf(name, sizeof name, "model.layers.%zu.mlp.gate.weight", i);
+        CHECK(l->router == idx_of(ck, name) && l->router_bias == NVF_CKPT_NONE);
+        for (int e = 0; l->experts && e < 4; e++) {
+            for (int p = 0; p < 3; p++) {
+                snprintf(name, sizeof name, "model.layers.%zu.mlp.experts.%d.%s.weight", i, e,
+                         proj[p]);
+                check_proj(ck, &l->experts[e].proj[p], name, NULL, -1, 0, p == 2 ? 64 : 32);
+            }
+        }
+    }
+    nvf_ckpt_close(ck);
+    ck = open_ok("dsv3");
+    if (!ck)
+        return;
+    const nvf_moe_layer *l = &ck->moe.layers[1];
+    CHECK(ck->moe.layers[0].kind == NVF_LAYER_DENSE && ck->moe.layers[0].experts == NULL);
+    CHECK(l->kind == NVF_LAYER_MOE && l->experts != NULL);
+    if (l->experts) {
+        CHECK(l->experts[2].proj[NVF_PROJ_UP].tensor == NVF_CKPT_NONE);
+        check_proj(ck, &l->experts[2].proj[NVF_PROJ_GATE],
+                   "model.layers.1.mlp.experts.2.gate_proj.weight", NULL, -1, 0, 32);
+        check_proj(ck, &l->experts[3].proj[NVF_PROJ_DOWN],
+                   "model.layers.1.mlp.experts.3.down_proj.weight", NULL, -1, 0, 64);
+    }
+    CHECK(l->router_bias == idx_of(ck, "model.layers.1.mlp.gate.e_score_correction_bias"));
+    nvf_ckpt_close(ck);
+}
+
+/* The expert map of fused FP8 experts: E=3, I=128, H=256, blocks 128x128: gate_up [3, 256,
+ * 256] with scales [3, 2, 2], down [3, 256, 128] with scales [3, 2, 1]. Each expert's slice is
+ * (tensor, expert e); gate is rows [0, 128) of gate_up, up rows [128, 256). */
+static void test_expert_map_fused(void) {
+    make_dir("fusedfp8");
+    tdef d[] = {
+        {"model.layers.0.mlp.experts.gate_up_proj", NVF_DTYPE_F8_E4M3, 3, {3, 256, 256}},
+        {"model.layers.0.mlp.experts.gate_up_proj_scale_inv", NVF_DTYPE_F32, 3, {3, 2, 2}},
+        {"model.layers.0.mlp.experts.down_proj", NVF_DTYPE_F8_E4M3, 3, {3, 256, 128}},
+        {"model.layers.0.mlp.experts.down_proj_scale_inv", NVF_DTYPE_F32, 3, {3, 2, 1}},
+        {"model.layers.0.mlp.gate.weight", NVF_DTYPE_BF16, 2, {3, 256}},
+    };
+    write_shard("fusedfp8", "model.safetensors", d, sizeof d / sizeof d[0]);
+    write_text("fusedfp8", "config.json",
+               "{\"num_experts\": 3, \"quantization_config\": {\"quant_method\": \"fp8\", "
+               "\"weight_block_size\": [128, 128]}}");
+    nvf_ckpt *ck = open_ok("fusedfp8");
+    if (!ck)
+        return;
+    CHECK_EQ_U64(ck->moe.n_layers, 1);
+    const nvf_moe_layer *l = &ck->moe.layers[0];
+    const char *gu = "model.layers.0.mlp.experts.gate_up_proj",
+               *dn = "model.layers.0.mlp.experts.down_proj";
+    CHECK(l->fused && l->n_experts == 3 && l->intermediate == 128 && l->hidden == 256);
+    CHECK(l->fused_gate_up == idx_of(ck, gu) && l->fused_down == idx_of(ck, dn));
+    for (int e = 0; l->experts && e < 3; e++) {
+        check_proj(ck, &l->experts[e].proj[NVF_PROJ_GATE], gu,
+                   "model.layers.0.mlp.experts.gate_up_proj_scale_inv", e, 0, 128);
+        check_proj(ck, &l->experts[e].proj[NVF_PROJ_UP], gu,
+                   "model.layers.0.mlp.experts.gate_up_proj_scale_inv", e, 128, 128);
+        check_proj(ck, &l->experts[e].proj[NVF_PROJ_DOWN], dn,
+                   "model.layers.0.mlp.experts.down_proj_scale_inv", e, 0, 256);
+    }
+    nvf_ckpt_close(ck);
+}
+
+/* Issue #11 item 9: a 3-D tensor under ".experts." with a per-expert name is not a fused
+ * down_proj: reported, kept, skipped by the plan. */
+static void test_unknown_3d(void) {
+    make_dir("unk3d");
+    tdef d[] = {
+        {"model.layers.0.mlp.experts.0.gate_proj.weight", NVF_DTYPE_BF16, 3, {2, 96, 320}},
+        {"model.layers.0.mlp.experts.0.up_proj.weight", NVF_DTYPE_BF16, 2, {96, 320}},
+        {"model.layers.0.mlp.experts.0.down_proj.weight", NVF_DTYPE_BF16, 2, {320, 96}},
+    };
+    write_shard("unk3d", "model.safetensors", d, sizeof d / sizeof d[0]);
+    nvf_ckpt *ck = open_ok("unk3d");
+    if (!ck)
+        return;
+    CHECK(has_warning(ck, "unknown 3-D tensor 'model.layers.0.mlp.experts.0.gate_proj.weight' "
+                          "[2, 96, 320]"));
+    /* the 3-D one is no projection of expert 0: the expert is incomplete */
+    CHECK_EQ_U64(ck->moe.layers[0].n_present, 0);
+    nvf_plan *p = NULL;
+    CHECK(nvf_ckpt_plan(&p, ck, NULL, 0, NULL, 0) == 0);
+    if (p) {
+        const nvf_plan_entry *e = plan_of(ck, p, "model.layers.0.mlp.experts.0.gate_proj.weight");
+        CHECK(e && e->action == NVF_PLAN_SKIP);
+        CHECK(e && strncmp(e->reason, "unknown 3-D tensor", 18) == 0);
+        CHECK_EQ_U64(p->n_quantize, 2);
+    }
+    nvf_plan_free(p);
+    nvf_ckpt_close(ck);
+}
+
+/* Issue #11 item 1: an empty fused FP8 gate_up_proj [0, 256, 256] with scales [0, 2, 2] opens
+ * (0 blocks needed, 0 present) and the plan skips it as empty, dividing by nothing. */
+static void test_empty_fused(void) {
+    make_dir("empty");
+    tdef d[] = {
+        {"model.layers.0.mlp.experts.gate_up_proj", NVF_DTYPE_F8_E4M3, 3, {0, 256, 256}},
+        {"model.layers.0.mlp.experts.gate_up_proj_scale_inv", NVF_DTYPE_F32, 3, {0, 2, 2}},
+        {"model.layers.0.self_attn.o_proj.weight", NVF_DTYPE_F8_E4M3, 2, {256, 0}},
+        {"model.layers.0.self_attn.o_proj.weight_scale_inv", NVF_DTYPE_F32, 2, {2, 0}},
+    };
+    write_shard("empty", "model.safetensors", d, sizeof d / sizeof d[0]);
+    write_text("empty", "config.json", "{\"quantization_config\": {\"quant_method\": \"fp8\"}}");
+    nvf_ckpt *ck = open_ok("empty");
+    if (!ck)
+        return;
+    nvf_plan *p = NULL;
+    const char *all[] = {"*"};
+    CHECK(nvf_ckpt_plan(&p, ck, all, 1, NULL, 0) == 0);
+    if (p) {
+        CHECK_EQ_U64(p->n_quantize, 0);
+        CHECK_EQ_U64(p->n_skip, 2);
+        CHECK_EQ_STR(plan_of(ck, p, "model.layers.0.mlp.experts.gate_up_proj")->reason,
+                     "empty tensor, copied as it is");
+    }
+    nvf_plan_free(p);
+    nvf_ckpt_close(ck);
+}
+
+/* nvf_ckpt_check_fp8_scale, the one FP8-block rule: issue #11 item 10's bad scales. */
+static void test_fp8_scale_rule(void) {
+    nvf_st_tensor w = {.name = "w",
+                       .dtype = NVF_DTYPE_F8_E4M3,
+                       .ndim = 2,
+                       .shape = {192, 320},
+                       .numel = 192 * 320};
+    nvf_st_tensor s = {
+        .name = "w_scale_inv", .dtype = NVF_DTYPE_F32, .ndim = 2, .shape = {2, 3}, .numel = 6};
+    CHECK(nvf_ckpt_check_fp8_scale("f", &w, &s, 128, 128) == 0);
+    CHECK(nvf_ckpt_check_fp8_scale("f", &w, NULL, 128, 128) == NVF_E_FORMAT);
+    s.dtype = NVF_DTYPE_I8;
+    CHECK(nvf_ckpt_check_fp8_scale("f", &w, &s, 128, 128) == NVF_E_FORMAT);
+    CHECK(strstr(nvf_error_last(), "'w_scale_inv'") && strstr(nvf_error_last(), "I8"));
+    s.dtype = NVF_DTYPE_F32;
+    static const int64_t bad[] = {9, 1, 0}; /* [3,3], [1,1], [0] */
+    for (size_t i = 0; i < 3; i++) {
+        s.numel = (uint64_t)bad[i];
+        CHECK(nvf_ckpt_check_fp8_scale("f", &w, &s, 128, 128) == NVF_E_SHAPE);
+        CHECK(strstr(nvf_error_last(), "needs 6") != NULL);
+    }
+    /* [0, 256, 256]: no matrix, no block */
+    nvf_st_tensor e = {.name = "e", .dtype = NVF_DTYPE_F8_E4M3, .ndim = 3, .shape = {0, 256, 256}};
+    s.numel = 0;
+    CHECK(nvf_ckpt_check_fp8_scale("f", &e, &s, 128, 128) == 0);
+    s.numel = 4;
+    CHECK(nvf_ckpt_check_fp8_scale("f", &e, &s, 128, 128) == NVF_E_SHAPE);
+}
+
 int main(void) {
     snprintf(g_root, sizeof g_root, "/tmp/nvf_ckpt_XXXXXX");
     if (!mkdtemp(g_root)) {
@@ -752,6 +935,11 @@ int main(void) {
     test_single_file_plan();
     test_disagreements();
     test_hf_fixtures();
+    test_expert_map_per_expert();
+    test_expert_map_fused();
+    test_unknown_3d();
+    test_empty_fused();
+    test_fp8_scale_rule();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
     if (system(cmd) != 0)

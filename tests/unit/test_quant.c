@@ -449,24 +449,6 @@ static void test_amax_nonfinite(void) {
     CHECK(nvf_quant_amax_ref(&amax, &s, 1, 3, "w") == 0 && amax == 7.5f);
 }
 
-static void test_group_key(void) {
-    char k1[256], k2[256], k3[256];
-    CHECK(nvf_quant_group_key(k1, sizeof k1, "model.layers.3.mlp.experts.7.gate_proj.weight") == 1);
-    CHECK(nvf_quant_group_key(k2, sizeof k2, "model.layers.3.mlp.experts.7.up_proj.weight") == 1);
-    CHECK(nvf_quant_group_key(k3, sizeof k3, "model.layers.3.mlp.experts.8.up_proj.weight") == 1);
-    CHECK_EQ_STR(k1, "model.layers.3.mlp.experts.7.{gate,up}.weight");
-    CHECK(strcmp(k1, k2) == 0 && strcmp(k1, k3) != 0);
-    CHECK(nvf_quant_group_key(k1, sizeof k1, "layers.0.block_sparse_moe.experts.1.w1.weight") == 1);
-    CHECK(nvf_quant_group_key(k2, sizeof k2, "layers.0.block_sparse_moe.experts.1.w3.weight") == 1);
-    CHECK(strcmp(k1, k2) == 0);
-    CHECK(nvf_quant_group_key(k1, sizeof k1, "model.layers.0.self_attn.k_proj.weight") == 1);
-    CHECK_EQ_STR(k1, "model.layers.0.self_attn.{q,k,v}.weight");
-    CHECK(nvf_quant_group_key(k1, sizeof k1, "model.layers.3.mlp.experts.7.down_proj.weight") == 0);
-    CHECK_EQ_STR(k1, "model.layers.3.mlp.experts.7.down_proj.weight");
-    CHECK(nvf_quant_group_key(k1, sizeof k1, "model.layers.3.mlp.gate.weight") == 0);
-    CHECK(nvf_quant_group_key(k1, 8, "model.layers.3.mlp.gate.weight") == NVF_E_INVALID);
-}
-
 int main(void) {
     test_global_scale();
     test_worked_block();
@@ -478,6 +460,5 @@ int main(void) {
     test_threads_identical();
     test_sources();
     test_amax_nonfinite();
-    test_group_key();
     return check_summary("test_quant");
 }

@@ -63,6 +63,123 @@ typedef enum nvf_ckpt_role {
 /** Stable name: "expert_weight", "router", "router_bias", "scale", ... Never NULL. */
 const char *nvf_ckpt_role_name(nvf_ckpt_role role);
 
+/* Naming (lib/ckpt/ckpt_naming.c) ------------------------------------------------------------
+ * Every rule that reads meaning into a tensor name lives in one module: expert weights (which
+ * expert, which projection), fused expert slices, scale companions, the FP8-block scale name,
+ * the global-scale groups and the default scope. Other modules ask it, never a suffix of their
+ * own. */
+
+/** The default conversion scope: routed expert weights only (SPEC section 5). */
+#define NVF_CKPT_DEFAULT_SCOPE "*.mlp.experts.*"
+
+/* A projection of a gated MLP (SPEC section 3 "MoE expert naming"). */
+typedef enum nvf_proj {
+    NVF_PROJ_NONE = -1,
+    NVF_PROJ_GATE = 0,    /* gate_proj, w1 */
+    NVF_PROJ_UP = 1,      /* up_proj, w3 */
+    NVF_PROJ_DOWN = 2,    /* down_proj, w2 */
+    NVF_PROJ_GATE_UP = 3, /* fused experts.gate_up_proj [E, 2I, H], gate rows first */
+} nvf_proj;
+
+typedef enum nvf_name_kind {
+    NVF_NAME_OTHER = 0,
+    /* P.experts.{e}.{gate_proj,up_proj,down_proj,w1,w3,w2}.weight (or .weight_packed), 2-D */
+    NVF_NAME_EXPERT,
+    /* P.experts.gate_up_proj or P.experts.down_proj, with or without ".weight", 3-D */
+    NVF_NAME_FUSED,
+    /* Any other 3-D tensor under ".experts." (not a scale): no rule says what it holds, so it
+     * is kept as it is and reported */
+    NVF_NAME_EXPERT_UNKNOWN,
+} nvf_name_kind;
+
+typedef struct nvf_ckpt_name {
+    nvf_name_kind kind;
+    nvf_proj proj;      /* NVF_NAME_EXPERT and NVF_NAME_FUSED; else NVF_PROJ_NONE */
+    int64_t expert;     /* NVF_NAME_EXPERT: the expert id; else -1 */
+    int w13;            /* named w1/w3/w2 (Mixtral) */
+    size_t experts_len; /* length of "P.experts." (NVF_NAME_EXPERT, NVF_NAME_FUSED), else 0 */
+} nvf_ckpt_name;
+
+/**
+ * What the tensor `name` with `ndim` dimensions is, by its exact name: an expert weight, a fused
+ * expert tensor, an unknown 3-D expert tensor or anything else. Scale companions are
+ * NVF_NAME_OTHER (see nvf_ckpt_companion()). Needs no checkpoint.
+ */
+void nvf_ckpt_name_parse(nvf_ckpt_name *out, const char *name, int32_t ndim);
+
+/**
+ * The role of tensor `name` (SPEC section 3), and in *is_weight whether it is a linear's
+ * weight: a name ending in ".weight" (".weight_packed" in compressed-tensors) or a fused
+ * expert tensor, that is not a norm's.
+ */
+nvf_ckpt_role nvf_ckpt_role_of(const char *name, int *is_weight);
+
+/**
+ * The module name of one expert's projection inside a fused tensor `fused_name` (parsed as
+ * NVF_NAME_FUSED): "P.experts.{expert}.gate_proj", ".up_proj" or ".down_proj" for `proj`
+ * NVF_PROJ_GATE, NVF_PROJ_UP or NVF_PROJ_DOWN.
+ * @return a string the caller frees, or NULL (no memory, or `fused_name` is not fused).
+ */
+char *nvf_ckpt_fused_module(const char *fused_name, int64_t expert, nvf_proj proj);
+
+/**
+ * The module of a linear weight: its name without ".weight" (the name itself otherwise), as
+ * the loaders' module lists name it.
+ * @return a string the caller frees, or NULL when out of memory.
+ */
+char *nvf_ckpt_module_of(const char *name);
+
+/* Which companion slot a quantization scale fills (nvf_ckpt_tensor scale, scale_2, input_scale). */
+typedef enum nvf_companion {
+    NVF_COMPANION_NONE = 0, /* not a scale */
+    NVF_COMPANION_SCALE,    /* W_scale_inv (FP8 block), .weight_scale (FP8 per tensor, NVFP4) */
+    NVF_COMPANION_SCALE_2,  /* .weight_scale_2, .weight_global_scale (compressed-tensors) */
+    NVF_COMPANION_INPUT,    /* .input_scale, .input_global_scale */
+    NVF_COMPANION_OTHER,    /* k_scale, v_scale, output_scale, weight_zero_point */
+} nvf_companion;
+
+/**
+ * Whether `name` is a quantization scale, and of which weight: the `alt`-th candidate weight
+ * name (0 first; compressed-tensors' "weight_packed" is the second candidate of a
+ * ".weight_scale") is written into `weight` (capacity `cap`), "" when there is no such
+ * candidate or it does not fit.
+ * @return the slot, NVF_COMPANION_NONE when `name` is not a scale.
+ */
+nvf_companion nvf_ckpt_companion(char *weight, size_t cap, const char *name, int alt);
+
+/**
+ * The FP8-block scale name of weight `weight`: weight + "_scale_inv", into `out` (capacity cap).
+ * @return 0, or NVF_E_INVALID when it does not fit.
+ */
+int nvf_ckpt_fp8_scale_name(char *out, size_t cap, const char *weight);
+
+/** Whether `name` is an FP8-block scale ("W_scale_inv"). */
+int nvf_ckpt_is_scale_inv(const char *name);
+
+/**
+ * Global-scale group of a tensor name: an expert's (or MLP's) gate and up projections, and an
+ * attention's q, k and v projections, share one amax and global scale (SPEC section 5; loaders
+ * keep only one weight_scale_2 of the fused weight). Recognized: PREFIX.gate_proj.SUFFIX with
+ * PREFIX.up_proj.SUFFIX, PREFIX.w1.SUFFIX with PREFIX.w3.SUFFIX, and PREFIX.{q,k,v}_proj.SUFFIX.
+ * Writes the group key (the name with the projection replaced by "{gate,up}", "{w1,w3}" or
+ * "{q,k,v}") into `out` (capacity `cap`).
+ * @return 1 when the name belongs to a group, 0 when it stands alone (out = name), or
+ * NVF_E_INVALID when the key does not fit.
+ */
+int nvf_ckpt_group_key(char *out, size_t cap, const char *name);
+
+/**
+ * The FP8-block rule for a weight and its scale (SPEC section 3): the weight has at least 2
+ * dimensions; `scale` exists, has dtype F32, BF16, F16 or F8_E8M0 and ceil(rows/b0) *
+ * ceil(cols/b1) elements per matrix (any shape with that count: writers squeeze it). `file`
+ * only names the weight's file in messages. Every command that reads FP8-block weights asks this.
+ * @return 0; NVF_E_FORMAT for a missing scale or a wrong scale dtype; NVF_E_SHAPE for a
+ * weight of fewer than 2 dimensions or a wrong element count (the message names both
+ * tensors, their shapes and the count wanted).
+ */
+int nvf_ckpt_check_fp8_scale(const char *file, const nvf_st_tensor *weight,
+                             const nvf_st_tensor *scale, int64_t b0, int64_t b1);
+
 typedef struct nvf_ckpt_file {
     char *name; /* file name relative to the checkpoint directory */
     char *path; /* full path */
@@ -111,6 +228,21 @@ typedef enum nvf_layer_kind {
     NVF_LAYER_MOE = 1,
 } nvf_layer_kind;
 
+/* Where one projection of one expert lives (the expert map). */
+typedef struct nvf_moe_proj {
+    size_t tensor;      /* index into nvf_ckpt.tensors; NVF_CKPT_NONE when missing */
+    size_t scale;       /* the tensor's companions (nvf_ckpt_tensor scale, scale_2, */
+    size_t scale_2;     /* input_scale); a fused tensor's companions hold every expert, */
+    size_t input_scale; /* indexed by `expert` along dimension 0 like the tensor */
+    int64_t expert;     /* fused: this expert's index along dimension 0; -1 for a 2-D tensor */
+    int64_t row0, rows; /* rows of the [out, in] matrix that are this projection: fused
+                           gate_up_proj holds gate in [0, I) and up in [I, 2I); else [0, out) */
+} nvf_moe_proj;
+
+typedef struct nvf_moe_expert {
+    nvf_moe_proj proj[3]; /* indexed by NVF_PROJ_GATE, NVF_PROJ_UP, NVF_PROJ_DOWN */
+} nvf_moe_expert;
+
 /* One decoder layer with an MLP (`PREFIX.layers.{i}.mlp` or `.block_sparse_moe`). */
 typedef struct nvf_moe_layer {
     char *prefix;  /* "model.layers.3" */
@@ -128,6 +260,11 @@ typedef struct nvf_moe_layer {
     int has_shared;              /* shared_experts / shared_expert linears */
     int has_shared_gate;         /* Qwen2-MoE shared_expert_gate */
     int64_t shared_intermediate; /* -1 when none */
+    /* The expert map: n_experts entries in id order (NULL for a dense layer); an expert id
+     * beyond n_experts is not in it */
+    nvf_moe_expert *experts;
+    size_t router, router_bias;       /* tensor indices, or NVF_CKPT_NONE */
+    size_t fused_gate_up, fused_down; /* fused 3-D tensors, or NVF_CKPT_NONE */
 } nvf_moe_layer;
 
 /* The model's MoE settings from config.json (top level or `text_config`); -1 = not given. */
@@ -229,21 +366,32 @@ typedef struct nvf_plan {
     uint64_t bytes_keep;     /* source bytes of everything else kept */
 } nvf_plan;
 
-/** The default scope: routed expert weights only (SPEC section 5). */
+/** The default scope, NVF_CKPT_DEFAULT_SCOPE, as a glob list. */
 extern const char *const nvf_plan_default_include[];
 #define NVF_PLAN_DEFAULT_N_INCLUDE 1
 
 /**
  * Decide, per tensor, what a conversion with the given scope would do. A tensor is in scope
  * when its name matches one of `include` (fnmatch; n_include == 0 means the default
- * "*.mlp.experts.*") and none of `exclude`. A weight in scope is quantized when it is
+ * NVF_CKPT_DEFAULT_SCOPE) and none of `exclude`. A weight in scope is quantized when it is
  * floating point, 2-D (3-D for fused experts), not an embedding, and its input (last)
  * dimension is a multiple of 16; otherwise it is skipped with the reason
- * ("in=100 is not a multiple of 16").
+ * ("in=100 is not a multiple of 16"). An empty tensor (a zero dimension) is skipped ("empty
+ * tensor, copied as it is"); so is a 3-D tensor under ".experts." that is not a fused expert
+ * (NVF_NAME_EXPERT_UNKNOWN).
  * @return 0 or NVF_E_NOMEM. The caller frees *out with nvf_plan_free().
  */
 int nvf_ckpt_plan(nvf_plan **out, const nvf_ckpt *ck, const char *const *include, size_t n_include,
                   const char *const *exclude, size_t n_exclude);
+
+struct nvf_recipe;
+
+/**
+ * nvf_ckpt_plan() for the scope of recipe `r` (its include and exclude globs): the plan that
+ * `convert` follows and `inspect` shows, so the two never differ for one recipe.
+ * @return as nvf_ckpt_plan().
+ */
+int nvf_ckpt_plan_recipe(nvf_plan **out, const nvf_ckpt *ck, const struct nvf_recipe *r);
 
 /** Free a plan; NULL is fine. */
 void nvf_plan_free(nvf_plan *plan);

@@ -103,18 +103,6 @@ int nvf_quant_rows_ref(uint8_t *packed, uint8_t *scales, const float *x, int64_t
 void nvf_quant_dequant_row_ref(float *out, const uint8_t *packed, const uint8_t *scales,
                                int64_t cols, float scale_2);
 
-/**
- * Global-scale group of a tensor name: an expert's (or MLP's) gate and up projections, and an
- * attention's q, k and v projections, share one amax and global scale (SPEC section 5; loaders
- * keep only one weight_scale_2 of the fused weight). Recognized: PREFIX.gate_proj.SUFFIX with
- * PREFIX.up_proj.SUFFIX, PREFIX.w1.SUFFIX with PREFIX.w3.SUFFIX, and PREFIX.{q,k,v}_proj.SUFFIX.
- * Writes the group key (the name with the projection replaced by "{gate,up}", "{w1,w3}" or
- * "{q,k,v}") into `out` (capacity `cap`).
- * @return 1 when the name belongs to a group, 0 when it stands alone (out = name), or
- * NVF_E_INVALID when the key does not fit.
- */
-int nvf_quant_group_key(char *out, size_t cap, const char *name);
-
 #ifdef __cplusplus
 }
 #endif

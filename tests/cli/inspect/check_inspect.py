@@ -114,7 +114,11 @@ def check(rep, include, exclude, with_tensors=True):
     expect("quantize bytes", p["quantize"]["bytes"], sum(tensors[k]["bytes"] for k in quant))
     expect("nvfp4 bytes", p["quantize"]["nvfp4_bytes"],
            sum(nvfp4_bytes(k) for k in quant))
-    expect("skip list", sorted(x["name"] for x in p["skip"]["list"]), sorted(skip))
+    if with_tensors:
+        expect("skip list", sorted(x["name"] for x in p["skip"]["list"]), sorted(skip))
+    else:
+        expect("no skip list in a summary", "list" in p["skip"], False)
+    expect("skip reasons", sum(x["tensors"] for x in p["skip"]["reasons"]), len(skip))
     expect("drop count", p["drop"]["tensors"],
            sum(1 for k in quant if k + "_scale_inv" in tensors))
     if with_tensors:

@@ -38,11 +38,22 @@ want_re "$tmp/out.txt" "^  model\.layers\.1\.mlp\.gate\.e_score_correction_bias 
 if grep -qE '^  NAME ' "$tmp/summary.txt"; then
     echo "--summary still prints the tensor table"; fail=1
 fi
-# A scope with a skip: the norms are 1-D, the embedding is not a linear.
-"$NVFP4TOOL" inspect "$ckpt" --summary --include '*layernorm*' --include '*embed*' >"$tmp/skip.txt"
-want "$tmp/skip.txt" "Plan: include *layernorm*, *embed*; exclude (none)"
-want "$tmp/skip.txt" "quantize: 0 tensors, 0 bytes -> 0 bytes NVFP4"
+# A scope with a skip: the norms are 1-D, the embedding is not a linear. The full output lists
+# each skipped tensor; --summary counts them per reason: 8 norms (input_layernorm,
+# post_attention_layernorm, q_a_layernorm, kv_a_layernorm in each of 2 layers), 1 embedding.
+"$NVFP4TOOL" inspect "$ckpt" --include '*layernorm*' --include '*embed*' >"$tmp/skip.txt"
+"$NVFP4TOOL" inspect "$ckpt" --summary --include '*layernorm*' --include '*embed*' >"$tmp/skips.txt"
+for f in "$tmp/skip.txt" "$tmp/skips.txt"; do
+    want "$f" "Plan: include *layernorm*, *embed*; exclude (none)"
+    want "$f" "quantize: 0 tensors, 0 bytes -> 0 bytes NVFP4"
+    want "$f" "skip: 9 tensors in scope that cannot be quantized"
+done
 want "$tmp/skip.txt" "    model.embed_tokens.weight: embedding table, not a linear layer"
 want "$tmp/skip.txt" "    model.layers.1.self_attn.kv_a_layernorm.weight: 1-D tensor, not a 2-D linear weight"
+want "$tmp/skips.txt" "    8 tensors: 1-D tensor, not a 2-D linear weight"
+want "$tmp/skips.txt" "    1 tensor: embedding table, not a linear layer"
+if grep -qF "kv_a_layernorm.weight:" "$tmp/skips.txt"; then
+    echo "--summary still lists skipped tensors one per line"; fail=1
+fi
 [ $fail -eq 0 ] && echo "inspect text output: ok"
 exit $fail
