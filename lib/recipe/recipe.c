@@ -156,11 +156,15 @@ int nvf_size_parse(uint64_t *out, const char *text, size_t len) {
     return -1;
 }
 
-/* One settable key: its recipe path, its flag, what it accepts (for messages), its setter.
- * A setter returns 0, or -1 when the value is bad. */
+/* A setter's result for a well-formed value that names something not built yet. */
+#define NOT_YET (-2)
+
+/* One settable key: its recipe path, its flag, what it accepts (for messages), its setter, and
+ * what is built of it so far. A setter returns 0, -1 when the value is bad, or NOT_YET. */
 typedef struct key_def {
     const char *section, *key, *flag, *expect;
     int (*set)(nvf_recipe *r, const scalar *v);
+    const char *built; /* for NOT_YET messages */
 } key_def;
 
 static int set_version(nvf_recipe *r, const scalar *v) {
@@ -224,11 +228,13 @@ static int set_target(nvf_recipe *r, const scalar *v) {
     return 0;
 }
 
+/* The scale layout and the expert-parallel split belong to the prepared targets (SPEC section
+ * 5), which are not built yet: only their defaults are accepted, never silently ignored. */
 static int set_layout(nvf_recipe *r, const scalar *v) {
     if (scalar_is(v, "128x4"))
         r->scale_layout = NVF_SCALE_LAYOUT_128X4;
     else if (scalar_is(v, "8x4"))
-        r->scale_layout = NVF_SCALE_LAYOUT_8X4;
+        return NOT_YET;
     else
         return -1;
     return 0;
@@ -238,6 +244,8 @@ static int set_ep(nvf_recipe *r, const scalar *v) {
     int64_t x;
     if (scalar_int(v, 1, 4096, &x) < 0)
         return -1;
+    if (x > 1)
+        return NOT_YET;
     r->ep = (int32_t)x;
     return 0;
 }
@@ -269,18 +277,20 @@ static int set_seed(nvf_recipe *r, const scalar *v) {
 }
 
 static const key_def k_keys[] = {
-    {"", "version", NULL, "1", set_version},
-    {"quantization", "method", "method", "rtn or 4over6", set_method},
-    {"quantization", "error", "error", "mse or mae", set_error},
-    {"quantization", "error_domain", "error-domain", "scaled or original", set_domain},
-    {"quantization", "e4m3_max", "e4m3-max", "256 or 448", set_e4m3_max},
-    {"target", "format", "target", "modelopt, prepared-w4a16 or prepared-w4a4", set_target},
-    {"target", "scale_layout", "scale-layout", "128x4 or 8x4", set_layout},
-    {"target", "ep", "ep", "an integer from 1 to 4096", set_ep},
+    {"", "version", NULL, "1", set_version, NULL},
+    {"quantization", "method", "method", "rtn or 4over6", set_method, NULL},
+    {"quantization", "error", "error", "mse or mae", set_error, NULL},
+    {"quantization", "error_domain", "error-domain", "scaled or original", set_domain, NULL},
+    {"quantization", "e4m3_max", "e4m3-max", "256 or 448", set_e4m3_max, NULL},
+    {"target", "format", "target", "modelopt, prepared-w4a16 or prepared-w4a4", set_target, NULL},
+    {"target", "scale_layout", "scale-layout", "128x4 or 8x4", set_layout,
+     "only 128x4 until the prepared targets are built"},
+    {"target", "ep", "ep", "an integer from 1 to 4096", set_ep,
+     "only 1 until the prepared targets are built"},
     {"output", "max_shard_size", "max-shard-size", "a size such as 5GB, 512MiB or 1000000",
-     set_shard_size},
-    {"verify", "tokens", "tokens", "an integer from 1 to 16777216", set_tokens},
-    {"verify", "seed", "seed", "an integer from 0 to 2^53", set_seed},
+     set_shard_size, NULL},
+    {"verify", "tokens", "tokens", "an integer from 1 to 16777216", set_tokens, NULL},
+    {"verify", "seed", "seed", "an integer from 0 to 2^53", set_seed, NULL},
 };
 #define N_KEYS (sizeof k_keys / sizeof k_keys[0])
 
@@ -299,7 +309,11 @@ int nvf_recipe_set(nvf_recipe *r, const char *flag, const char *value) {
         if (!k_keys[i].flag || strcmp(k_keys[i].flag, flag) != 0)
             continue;
         scalar v = {value, strlen(value), 1};
-        if (k_keys[i].set(r, &v) < 0)
+        int rc = k_keys[i].set(r, &v);
+        if (rc == NOT_YET)
+            return nvf_error_set(NVF_E_CONFIG, "--%s %.*s is not supported yet (%s)", flag,
+                                 MAX_SHOWN, value, k_keys[i].built);
+        if (rc < 0)
             return nvf_error_set(NVF_E_CONFIG, "--%s: bad value '%.*s' (expected %s)", flag,
                                  MAX_SHOWN, value, k_keys[i].expect);
         return 0;
@@ -366,8 +380,12 @@ static int set_from_node(const yctx *c, const key_def *kd, const yaml_node_t *v)
     if (v->type == YAML_SCALAR_NODE) {
         scalar s = {(const char *)v->data.scalar.value, v->data.scalar.length,
                     v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE};
-        if (memchr(s.s, '\0', s.len) == NULL && kd->set(c->r, &s) == 0)
+        int rc = memchr(s.s, '\0', s.len) == NULL ? kd->set(c->r, &s) : -1;
+        if (rc == 0)
             return 0;
+        if (rc == NOT_YET)
+            return yerr(c, v, "'%s: %s' is not supported yet (%s)", path, shown(v, b1, sizeof b1),
+                        kd->built);
     }
     return yerr(c, v, "bad value '%s' for '%s' (expected %s)", shown(v, b1, sizeof b1), path,
                 kd->expect);
