@@ -200,13 +200,18 @@ typedef struct pool {
     pthread_mutex_t lock;
 } pool;
 
-static void on_chunk(void *user, uint64_t bytes) {
+static int stopped(const pool *p) {
+    return p->opts->stop && *p->opts->stop;
+}
+
+static int on_chunk(void *user, uint64_t bytes) {
     pool *p = user;
     pthread_mutex_lock(&p->lock);
     p->done += bytes;
     if (p->opts->progress)
         p->opts->progress(p->opts->user, NULL, p->done, p->total);
     pthread_mutex_unlock(&p->lock);
+    return stopped(p);
 }
 
 static char *dup_error(void) {
@@ -218,6 +223,10 @@ static void run_job(pool *p, job *j) {
     nvf_hash_tensors t;
     nvf_hash_tensors *tp = NULL;
     uint64_t *offs = NULL;
+    if (stopped(p)) {
+        j->rc = NVF_E_INTERRUPTED;
+        return;
+    }
     if (j->want_tensors) {
         j->st_rc = nvf_st_open(&j->st, j->path);
         if (j->st_rc != NVF_OK) {
@@ -317,6 +326,8 @@ static int run_pool(job *jobs, size_t n, const nvf_hash_opts *opts) {
     free(th);
     pthread_mutex_destroy(&p.lock);
     free(p.order);
+    if (stopped(&p))
+        return nvf_error_set(NVF_E_INTERRUPTED, "interrupted: hashing stopped");
     for (size_t i = 0; i < n && rc == NVF_OK; i++)
         if (jobs[i].rc != NVF_OK)
             rc = nvf_error_set(jobs[i].rc, "%s", jobs[i].err ? jobs[i].err : "hashing failed");
@@ -425,6 +436,8 @@ const char *nvf_finding_kind_name(nvf_finding_kind kind) {
         return "EXTRA";
     case NVF_FINDING_CRC32:
         return "CRC32";
+    case NVF_FINDING_TENSOR:
+        return "TENSOR";
     }
     return "?";
 }
@@ -510,8 +523,28 @@ static ssize_t find_name(char *const *sorted, size_t n, const char *name) {
     return -1;
 }
 
-/* The CRC-32 findings of one checked file: the manifest's `nt` tensors of that file (sorted by
- * name) against what the file holds. */
+/* "BF16 [1024, 320]" into buf (cut at cap). */
+static void describe_tensor(char *buf, size_t cap, const char *dtype, int32_t ndim,
+                            const int64_t *shape) {
+    size_t at = (size_t)snprintf(buf, cap, "%s [", dtype);
+    for (int32_t d = 0; d < ndim && at < cap; d++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%" PRId64, d ? ", " : "", shape[d]);
+    if (at < cap)
+        snprintf(buf + at, cap - at, "]");
+}
+
+/* 1 when the file's tensor has the dtype and shape the manifest lists. */
+static int tensor_matches(const nvf_st_tensor *t, const nvf_manifest_tensor *mt) {
+    if (strcmp(nvf_dtype_name(t->dtype), mt->dtype) != 0 || t->ndim != mt->ndim)
+        return 0;
+    for (int32_t d = 0; d < t->ndim; d++)
+        if (t->shape[d] != mt->shape[d])
+            return 0;
+    return 1;
+}
+
+/* The tensor findings of one checked file: the manifest's `nt` tensors of that file (sorted by
+ * name) against what the file holds: dtype and shape, then CRC-32. */
 static int check_tensors(finding_list *l, size_t *checked, const job *j,
                          const nvf_manifest_tensor *const *mt, size_t nt) {
     char label[1024], got[16], expected[16];
@@ -527,6 +560,14 @@ static int check_tensors(finding_list *l, size_t *checked, const job *j,
         if (!t) {
             rc = add_finding(l, NVF_FINDING_CRC32, label, NULL, expected, ": not in the file");
             continue;
+        }
+        if (!tensor_matches(t, mt[i])) {
+            char g[160], e[160];
+            describe_tensor(g, sizeof g, nvf_dtype_name(t->dtype), t->ndim, t->shape);
+            describe_tensor(e, sizeof e, mt[i]->dtype, mt[i]->ndim, mt[i]->shape);
+            rc = add_finding(l, NVF_FINDING_TENSOR, label, g, e, ": got %s expected %s", g, e);
+            if (rc != NVF_OK)
+                break;
         }
         uint32_t crc = j->crc[t - j->st->tensors];
         if (crc != mt[i]->crc32) {

@@ -35,12 +35,12 @@ typedef struct nvf_hash_tensors {
 /** Feed `len` bytes found at data-area offset `at` into the tensors' CRCs. */
 void nvf_hash_tensors_feed(nvf_hash_tensors *t, const uint8_t *p, uint64_t at, size_t len);
 
-/** Called after each chunk with its byte count. */
-typedef void (*nvf_hash_chunk_fn)(void *user, uint64_t bytes);
+/** Called after each chunk with its byte count; a non-zero return stops the hashing. */
+typedef int (*nvf_hash_chunk_fn)(void *user, uint64_t bytes);
 
 /**
  * SHA-256 and size of the file at `path`, read with read() in NVF_HASH_CHUNK pieces; with `t`,
- * the tensors' CRC-32s from the same bytes.
+ * the tensors' CRC-32s from the same bytes. NVF_E_INTERRUPTED when `on_chunk` says stop.
  */
 int nvf_hash_file_ex(char out[65], uint64_t *out_bytes, const char *path, nvf_hash_tensors *t,
                      nvf_hash_chunk_fn on_chunk, void *user);
