@@ -19,18 +19,41 @@ static void stderr_sink(nvf_log_level level, const char *msg, void *user) {
     fprintf(stderr, "nvfp4tool: %s: %s\n", k_level_names[level], msg);
 }
 
-static cli_opt common_opts(cli_common *c, int i) {
-    const cli_opt all[] = {
-        {"device", "auto|cpu|cuda[:N]", CLI_STRING, &c->device, NULL},
-        {"threads", "N", CLI_INT, &c->threads, NULL},
-        {"json", NULL, CLI_FLAG, &c->json, NULL},
-        {"quiet", NULL, CLI_FLAG, &c->quiet, NULL},
-        {"log-level", "LEVEL", CLI_STRING, &c->log_level, NULL},
-        {"recipe", "FILE.yaml", CLI_STRING, &c->recipe, NULL},
-    };
-    return all[i];
+static const struct {
+    const char *name, *metavar, *help;
+    unsigned bit;
+} k_common_defs[] = {
+    {"device", "auto|cpu|cuda[:N]", "where to compute (default auto: first working GPU, else CPU)",
+     CLI_COMMON_DEVICE},
+    {"threads", "N", "worker threads (default: all cores)", CLI_COMMON_THREADS},
+    {"json", NULL, "machine-readable output on stdout", CLI_COMMON_JSON},
+    {"quiet", NULL, "only errors on stderr", CLI_COMMON_QUIET},
+    {"log-level", "LEVEL", "error|warn|info|debug (default info)", CLI_COMMON_LOG_LEVEL},
+    {"recipe", "FILE.yaml", "quantization recipe", CLI_COMMON_RECIPE},
+};
+#define N_COMMON (sizeof k_common_defs / sizeof k_common_defs[0])
+
+static unsigned g_common_mask = CLI_COMMON_ALL;
+
+void cli_set_common_mask(unsigned mask) {
+    g_common_mask = mask;
 }
-#define N_COMMON 6
+
+static cli_opt common_opt(cli_common *c, size_t i) {
+    void *const targets[] = {&c->device, &c->threads,   &c->json,
+                             &c->quiet,  &c->log_level, &c->recipe};
+    const cli_opt_kind kinds[] = {CLI_STRING, CLI_INT, CLI_FLAG, CLI_FLAG, CLI_STRING, CLI_STRING};
+    cli_opt o = {k_common_defs[i].name, k_common_defs[i].metavar, kinds[i], targets[i],
+                 k_common_defs[i].help};
+    return o;
+}
+
+static void print_opt_line(const char *name, const char *metavar, const char *help,
+                           const char *suffix) {
+    char left[64];
+    snprintf(left, sizeof left, "--%s%s%s", name, metavar ? " " : "", metavar ? metavar : "");
+    printf("  %-28s%s%s\n", left, help ? help : "", suffix);
+}
 
 static void print_help(const cli_spec *spec) {
     printf("Usage: nvfp4tool %s %s\n\n%s\n", spec->name, spec->usage, spec->summary);
@@ -40,17 +63,17 @@ static void print_help(const cli_spec *spec) {
         printf("\nOptions:\n");
         for (size_t i = 0; i < spec->n_opts; i++) {
             const cli_opt *o = &spec->opts[i];
-            char left[64];
-            snprintf(left, sizeof left, "--%s%s%s", o->name, o->metavar ? " " : "",
-                     o->metavar ? o->metavar : "");
-            printf("  %-28s%s%s\n", left, o->help ? o->help : "",
-                   o->kind == CLI_LIST ? " (repeatable)" : "");
+            print_opt_line(o->name, o->metavar, o->help,
+                           o->kind == CLI_LIST ? " (repeatable)" : "");
         }
     }
-    if (spec->common)
-        printf("\n" CLI_COMMON_HELP);
-    else
-        printf("\n  -h, --help                  this help\n");
+    printf("\n%s", spec->common && (g_common_mask & CLI_COMMON_ALL) ? "Common options:\n" : "");
+    for (size_t i = 0; spec->common && i < N_COMMON; i++) {
+        if (g_common_mask & k_common_defs[i].bit)
+            print_opt_line(k_common_defs[i].name, k_common_defs[i].metavar, k_common_defs[i].help,
+                           "");
+    }
+    printf("  -h, --help                  this help\n");
     printf("\n" CLI_EXIT_HELP);
 }
 
@@ -132,8 +155,8 @@ int cli_parse(const cli_spec *spec, int argc, char **argv, const char **pos, int
     cli_opt common[N_COMMON];
     if (spec->common) {
         memset(spec->common, 0, sizeof *spec->common);
-        for (int i = 0; i < N_COMMON; i++)
-            common[i] = common_opts(spec->common, i);
+        for (size_t i = 0; i < N_COMMON; i++)
+            common[i] = common_opt(spec->common, i);
     }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -162,9 +185,13 @@ int cli_parse(const cli_spec *spec, int argc, char **argv, const char **pos, int
                 memcmp(spec->opts[k].name, name, name_len) == 0)
                 o = &spec->opts[k];
         }
-        for (int k = 0; spec->common && k < N_COMMON && !o; k++) {
-            if (strlen(common[k].name) == name_len && memcmp(common[k].name, name, name_len) == 0)
+        for (size_t k = 0; spec->common && k < N_COMMON && !o; k++) {
+            if (strlen(common[k].name) == name_len && memcmp(common[k].name, name, name_len) == 0) {
+                if (!(g_common_mask & k_common_defs[k].bit))
+                    return cli_usage_error(spec, "%s does not take --%s", spec->name,
+                                           common[k].name);
                 o = &common[k];
+            }
         }
         if (!o)
             return cli_usage_error(spec, "unknown option '--%.*s'", (int)name_len, name);
@@ -251,15 +278,28 @@ int cli_parse_size(uint64_t *out, const char *s) {
     return nvf_size_parse(out, s, strlen(s));
 }
 
-int cli_not_implemented(const cli_spec *spec, int argc, char **argv) {
-    const char *pos[16];
-    int np = 0;
-    int rc = cli_parse(spec, argc, argv, pos, &np);
-    if (rc == CLI_HELP_SHOWN)
-        return EXIT_OK;
-    if (rc != EXIT_OK)
-        return rc;
-    fprintf(stderr, "nvfp4tool %s: not implemented yet in nvfp4tool %s; see the README's roadmap\n",
+int cli_not_implemented(const cli_spec *spec) {
+    fprintf(stderr,
+            "nvfp4tool %s: not implemented yet in nvfp4tool %s (the options were checked; "
+            "nothing was done)\n",
             spec->name, nvf_version());
     return EXIT_RUNTIME;
+}
+
+int cli_check_recipe(const cli_spec *spec, const char *const *flags, const char *const *values,
+                     size_t n) {
+    nvf_recipe r;
+    int st = nvf_recipe_init(&r);
+    if (st == NVF_OK && spec->common && spec->common->recipe)
+        st = nvf_recipe_load(&r, spec->common->recipe);
+    for (size_t i = 0; st == NVF_OK && i < n; i++) {
+        if (values[i])
+            st = nvf_recipe_set(&r, flags[i], values[i]);
+    }
+    nvf_recipe_free(&r);
+    if (st == NVF_OK)
+        return EXIT_OK;
+    if (cli_exit_code(st) == EXIT_USAGE)
+        return cli_usage_error(spec, "%s", nvf_error_last());
+    return cli_fail(spec->name, st);
 }

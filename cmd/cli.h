@@ -41,7 +41,8 @@ typedef struct cli_opt {
     const char *help;
 } cli_opt;
 
-/* Options every command takes (SPEC section 2). */
+/* The common options of SPEC section 2. Each command takes the subset its entry in main.c's
+ * command table names; any other is a usage error, never silently ignored. */
 typedef struct cli_common {
     const char *device;
     long threads;
@@ -61,6 +62,26 @@ typedef struct cli_spec {
     int min_pos, max_pos; /* positional argument counts */
     cli_common *common;   /* NULL if the command takes none of the common options */
 } cli_spec;
+
+/* Bits of the common-options mask, one per option of cli_common. */
+enum {
+    CLI_COMMON_DEVICE = 1u << 0,
+    CLI_COMMON_THREADS = 1u << 1,
+    CLI_COMMON_JSON = 1u << 2,
+    CLI_COMMON_QUIET = 1u << 3,
+    CLI_COMMON_LOG_LEVEL = 1u << 4,
+    CLI_COMMON_RECIPE = 1u << 5,
+};
+/* What every command that prints takes: --json, --quiet, --log-level. */
+#define CLI_COMMON_OUTPUT (CLI_COMMON_JSON | CLI_COMMON_QUIET | CLI_COMMON_LOG_LEVEL)
+#define CLI_COMMON_ALL                                                                             \
+    (CLI_COMMON_OUTPUT | CLI_COMMON_DEVICE | CLI_COMMON_THREADS | CLI_COMMON_RECIPE)
+
+/**
+ * Set the common options the next cli_parse() accepts (main.c, from the command table, before
+ * it runs the command). Until called, every common option is accepted.
+ */
+void cli_set_common_mask(unsigned mask);
 
 /* Result of cli_parse other than EXIT_OK: help was printed, the caller returns 0. */
 #define CLI_HELP_SHOWN (-1)
@@ -100,16 +121,6 @@ volatile sig_atomic_t *cli_catch_stop_signals(void);
 /** Parse a size like "5GB", "8GiB", "512MB", "1000" (bytes). 0 on success. */
 int cli_parse_size(uint64_t *out, const char *s);
 
-#define CLI_COMMON_HELP                                                                            \
-    "Common options:\n"                                                                            \
-    "  --device auto|cpu|cuda[:N]  where to compute (default auto: first working GPU, else CPU)\n" \
-    "  --threads N                 worker threads (default: all cores)\n"                          \
-    "  --json                      machine-readable output on stdout\n"                            \
-    "  --quiet                     only errors on stderr\n"                                        \
-    "  --log-level LEVEL           error|warn|info|debug (default info)\n"                         \
-    "  --recipe FILE.yaml          quantization recipe\n"                                          \
-    "  -h, --help                  this help\n"
-
 #define CLI_EXIT_HELP                                                                              \
     "Exit codes: 0 ok, 1 runtime error, 2 usage error, 3 validation failed / bad input file,\n"    \
     "            4 requested device unavailable, 5 interrupted.\n"
@@ -126,7 +137,18 @@ int cmd_bench(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 
-/** Shared body of the commands not built yet: parse (so --help works), then exit 1. */
-int cli_not_implemented(const cli_spec *spec, int argc, char **argv);
+/**
+ * The end of a command not built yet, once its options were parsed and checked: say so on
+ * stderr and return EXIT_RUNTIME (README "Exit codes": a command not implemented yet is 1).
+ */
+int cli_not_implemented(const cli_spec *spec);
+
+/**
+ * Check the recipe a command not built yet will use: --recipe FILE (when given) on top of the
+ * defaults, then the flag overrides `flags[i]` = `values[i]` (NULL values skipped), as
+ * nvf_recipe_set() parses them. @return EXIT_OK, or the exit code after the error message.
+ */
+int cli_check_recipe(const cli_spec *spec, const char *const *flags, const char *const *values,
+                     size_t n);
 
 #endif

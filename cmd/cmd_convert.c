@@ -23,7 +23,7 @@
 static cli_common g_common;
 static cli_list g_include, g_exclude;
 static const char *g_target, *g_max_shard, *g_input_amax, *g_max_host, *g_devices;
-static const char *g_method, *g_error, *g_domain, *g_e4m3_max;
+static const char *g_method, *g_error, *g_domain, *g_e4m3_max, *g_scale_layout, *g_ep;
 static int g_keep_source, g_resume, g_force, g_allow_nonfinite, g_allow_empty;
 
 static const cli_opt k_opts[] = {
@@ -47,6 +47,10 @@ static const cli_opt k_opts[] = {
     {"error-domain", "DOMAIN", CLI_STRING, &g_domain,
      "override quantization.error_domain: scaled|original"},
     {"e4m3-max", "256|448", CLI_STRING, &g_e4m3_max, "override quantization.e4m3_max"},
+    {"scale-layout", "128x4|8x4", CLI_STRING, &g_scale_layout,
+     "prepared targets' scale layout: not supported yet (only the default 128x4)"},
+    {"ep", "N", CLI_STRING, &g_ep,
+     "prepared targets' expert-parallel ranks: not supported yet (1)"},
     {"allow-nonfinite", NULL, CLI_FLAG, &g_allow_nonfinite,
      "pass NaN/Inf through instead of failing"},
     {"allow-empty", NULL, CLI_FLAG, &g_allow_empty,
@@ -154,8 +158,14 @@ static int build_recipe(nvf_recipe *r) {
         rc = nvf_recipe_load(r, g_common.recipe);
     const struct {
         const char *flag, *value;
-    } ov[] = {{"method", g_method},     {"error", g_error},   {"error-domain", g_domain},
-              {"e4m3-max", g_e4m3_max}, {"target", g_target}, {"max-shard-size", g_max_shard}};
+    } ov[] = {{"method", g_method},
+              {"error", g_error},
+              {"error-domain", g_domain},
+              {"e4m3-max", g_e4m3_max},
+              {"target", g_target},
+              {"max-shard-size", g_max_shard},
+              {"scale-layout", g_scale_layout},
+              {"ep", g_ep}};
     for (size_t i = 0; rc == 0 && i < sizeof ov / sizeof ov[0]; i++)
         if (ov[i].value)
             rc = nvf_recipe_set(r, ov[i].flag, ov[i].value);

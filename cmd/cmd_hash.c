@@ -10,10 +10,12 @@
 #include "nvfp4/status.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,7 +25,7 @@ static int g_check, g_tensors;
 static const cli_opt k_opts[] = {
     {"check", NULL, CLI_FLAG, &g_check, "check CKPT against its manifest instead of writing it"},
     {"tensors", NULL, CLI_FLAG, &g_tensors,
-     "--check also compares every tensor's CRC-32 (writing always records them)"},
+     "--check also compares every tensor's dtype, shape and CRC-32 (writing always records them)"},
 };
 
 static const cli_spec k_spec = {
@@ -41,10 +43,12 @@ static const cli_spec k_spec = {
         "With --check: reads every byte of every listed file and prints one line per finding:\n"
         "  MISSING name | SIZE name: actual != listed | SHA256 name: got X expected Y |\n"
         "  EXTRA name (a file present but not listed; only the manifest is exempt) |\n"
-        "  CRC32 file:tensor: got X expected Y (with --tensors)\n"
+        "  CRC32 file:tensor: got X expected Y | TENSOR file:tensor: got DTYPE [shape]\n"
+        "  expected DTYPE [shape] (both with --tensors)\n"
         "then 'hash check: N files ok, M findings'. --json prints one report object instead.\n"
         "Exit 0 when clean, 3 with findings or when the manifest is missing or malformed,\n"
-        "1 on I/O errors.\n",
+        "1 on I/O errors (CKPT missing or unreadable included), 5 on SIGINT/SIGTERM (nothing\n"
+        "is written then).\n",
     .opts = k_opts,
     .n_opts = sizeof k_opts / sizeof k_opts[0],
     .min_pos = 1,
@@ -215,7 +219,14 @@ int cmd_hash(int argc, char **argv) {
     const char *dir = pos[0];
     if (g_common.threads > 1024)
         return cli_usage_error(&k_spec, "--threads is at most 1024, got %ld", g_common.threads);
-    if (!nvf_path_is_dir(dir))
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        /* Missing, unreadable, a symbolic-link loop: an I/O error, as in the other commands. */
+        fprintf(stderr, "nvfp4tool hash: error: cannot open checkpoint directory '%s': %s\n", dir,
+                strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    if (!S_ISDIR(st.st_mode))
         return cli_usage_error(&k_spec, "'%s' is not a checkpoint directory", dir);
     char *path = nvf_path_join(dir, NVF_MANIFEST_NAME);
     if (!path) {
@@ -223,7 +234,8 @@ int cmd_hash(int argc, char **argv) {
         return EXIT_RUNTIME;
     }
     progress pr = {isatty(STDERR_FILENO) && !g_common.quiet, now_s(), 0.0, 0};
-    nvf_hash_opts opts = {(int)g_common.threads, g_tensors, on_progress, &pr};
+    nvf_hash_opts opts = {(int)g_common.threads, g_tensors, on_progress, &pr,
+                          cli_catch_stop_signals()};
     if (g_common.quiet)
         opts.progress = NULL;
     int code =

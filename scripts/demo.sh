@@ -9,7 +9,7 @@ bash scripts/deps.sh
 work=${1:-out/demo}
 jobs=$(nproc 2>/dev/null || echo 2)
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$jobs" --target nvfp4tool
 tool=build/nvfp4tool
 

@@ -6,8 +6,12 @@
 #ifndef NVFP4_MANIFEST_INTERNAL_H
 #define NVFP4_MANIFEST_INTERNAL_H
 
+#include "nvfp4/manifest.h"
+#include "nvfp4/safetensors.h"
+
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /**
  * What is wrong with a relative path name of a manifest entry ("is empty", "starts with '/'",
@@ -35,14 +39,60 @@ typedef struct nvf_hash_tensors {
 /** Feed `len` bytes found at data-area offset `at` into the tensors' CRCs. */
 void nvf_hash_tensors_feed(nvf_hash_tensors *t, const uint8_t *p, uint64_t at, size_t len);
 
-/** Called after each chunk with its byte count. */
-typedef void (*nvf_hash_chunk_fn)(void *user, uint64_t bytes);
+/** Called after each chunk with its byte count; a non-zero return stops the hashing. */
+typedef int (*nvf_hash_chunk_fn)(void *user, uint64_t bytes);
 
 /**
  * SHA-256 and size of the file at `path`, read with read() in NVF_HASH_CHUNK pieces; with `t`,
- * the tensors' CRC-32s from the same bytes.
+ * the tensors' CRC-32s from the same bytes. NVF_E_INTERRUPTED when `on_chunk` says stop.
  */
 int nvf_hash_file_ex(char out[65], uint64_t *out_bytes, const char *path, nvf_hash_tensors *t,
                      nvf_hash_chunk_fn on_chunk, void *user);
+
+/* Directories and jobs (manifest_walk.c, manifest_hash.c) -------------------------------- */
+
+/** "a/b" from "a" and "b" ("b" when a is empty); NULL when out of memory. */
+char *nvf_manifest_join(const char *a, const char *b);
+
+/** qsort comparison of two char * names. */
+int nvf_manifest_cmp_name(const void *a, const void *b);
+
+static inline int nvf_manifest_ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* One file to hash, and what hashing it found. */
+typedef struct nvf_hash_job {
+    const char *name; /* relative, owned by the caller's list */
+    char *path;
+    uint64_t size;    /* from stat, for scheduling and progress */
+    int want_tensors; /* open as safetensors and CRC its tensors */
+    /* results */
+    int rc;
+    char *err;
+    char sha256[65];
+    uint64_t bytes;
+    nvf_st_file *st; /* with want_tensors, when it opened */
+    int st_rc;
+    char *st_err;
+    uint32_t *crc; /* st->n_tensors entries, in data-offset order */
+} nvf_hash_job;
+
+/**
+ * A job per name, with the path under `dir` and the size from stat(); `want` (may be NULL)
+ * says which open as safetensors. Free with nvf_hash_jobs_free().
+ */
+int nvf_hash_jobs_make(nvf_hash_job **out, const char *dir, char *const *names, size_t n,
+                       const int *want);
+
+/**
+ * Run every job on opts->threads workers. @return the first failure in job order, or
+ * NVF_E_INTERRUPTED when *opts->stop was set.
+ */
+int nvf_hash_jobs_run(nvf_hash_job *jobs, size_t n, const nvf_hash_opts *opts);
+
+/** Free jobs and what they hold; NULL is fine. */
+void nvf_hash_jobs_free(nvf_hash_job *jobs, size_t n);
 
 #endif

@@ -158,8 +158,10 @@ int nvf_hash_file_ex(char out[65], uint64_t *out_bytes, const char *path, nvf_ha
                                   (size_t)r - (size_t)skip);
         }
         total += (uint64_t)r;
-        if (on_chunk)
-            on_chunk(user, (uint64_t)r);
+        if (on_chunk && on_chunk(user, (uint64_t)r) != 0) {
+            rc = nvf_error_set(NVF_E_INTERRUPTED, "interrupted while hashing '%s'", path);
+            goto done;
+        }
     }
     rc = nvf_sha256_final(h, out);
     if (rc == NVF_OK && out_bytes)

@@ -38,4 +38,18 @@ uint64_t synth_key(uint64_t seed, const char *name);
  */
 void synth_fill_f32(float *out, const nvf_synth_tensor *t, uint64_t first, size_t n);
 
+/* The writer's files (synth_files.c) ------------------------------------------------------ */
+
+/** Record a written file and its size in the summary. @return 0 or NVF_E_NOMEM. */
+int synth_summary_add(nvf_synth_summary *s, const char *name, uint64_t bytes);
+
+/** Write `text` (NULL: out of memory) atomically as dst/name and record it. */
+int synth_write_text(nvf_synth_summary *sum, const char *dst, const char *name, const char *text);
+
+/**
+ * Write the side files of the plan's checkpoint into dst: generation_config.json, the
+ * tokenizer stub (tokenizer.json, tokenizer_config.json, special_tokens_map.json), README.md.
+ */
+int synth_write_side_files(nvf_synth_summary *sum, const nvf_synth_plan *p, const char *dst);
+
 #endif

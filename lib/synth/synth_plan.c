@@ -82,8 +82,9 @@ static int resolve(nvf_synth_plan *p, const nvf_synth_options *opt) {
     if ((unsigned)o->dtype >= NVF_SYNTH_DTYPE_COUNT)
         return nvf_error_set(NVF_E_INVALID, "unknown dtype %d", (int)o->dtype);
     if (o->dtype == NVF_SYNTH_DTYPE_NVFP4)
-        return nvf_error_set(NVF_E_NOTIMPL, "synth --dtype nvfp4 is not implemented yet: it needs "
-                                            "the quantizer (issue #3)");
+        return nvf_error_set(NVF_E_NOTIMPL,
+                             "synth --dtype nvfp4 is not implemented yet; to get an NVFP4 "
+                             "checkpoint, synth --dtype bf16 or fp8-block and convert it");
     if (o->scale_fmt == NVF_SYNTH_SCALE_UE8M0 && o->dtype != NVF_SYNTH_DTYPE_FP8_BLOCK)
         return nvf_error_set(NVF_E_INVALID, "--scale-fmt ue8m0 needs --dtype fp8-block");
     int ds = o->preset == NVF_SYNTH_PRESET_DEEPSEEK_V3;

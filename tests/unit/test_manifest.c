@@ -496,7 +496,7 @@ static void test_dir(void) {
 
     char *text[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++) {
-        nvf_hash_opts o = {k == 0 ? 1 : 3, 0, NULL, NULL};
+        nvf_hash_opts o = {k == 0 ? 1 : 3, 0, NULL, NULL, NULL};
         nvf_manifest *m = NULL;
         size_t len;
         CHECK(nvf_manifest_hash_dir(&m, sub, &o) == NVF_OK);
@@ -518,7 +518,7 @@ static void test_dir(void) {
     free(text[1]);
 
     /* Check: clean but for the .tmp file, then with a change in every way. */
-    nvf_hash_opts o = {2, 1, NULL, NULL};
+    nvf_hash_opts o = {2, 1, NULL, NULL, NULL};
     nvf_manifest *m = NULL;
     nvf_manifest_report *r = NULL;
     CHECK(nvf_manifest_hash_dir(&m, sub, &o) == NVF_OK);

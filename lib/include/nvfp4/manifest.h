@@ -18,6 +18,7 @@
 #ifndef NVFP4_MANIFEST_H
 #define NVFP4_MANIFEST_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -136,6 +137,8 @@ typedef struct nvf_hash_opts {
     int tensors; /* nvf_manifest_check_dir: also compare every tensor's CRC-32 */
     nvf_hash_progress_fn progress; /* may be NULL */
     void *user;
+    volatile sig_atomic_t *stop; /* set non-zero (from a signal handler) to stop within one
+                                    chunk of every file being read; or NULL */
 } nvf_hash_opts;
 
 /**
@@ -156,6 +159,8 @@ void nvf_manifest_names_free(char **names, size_t n);
  * with nvf_st_open; a malformed one is NVF_E_FORMAT), in worker threads. The result holds
  * files and tensors only (recipe, target, source, summary empty) and is the same whatever the
  * thread count. The caller frees *out with nvf_manifest_free().
+ * @return 0; NVF_E_IO when `dir` or a file cannot be read; NVF_E_INTERRUPTED when *opts->stop
+ * was set (nothing is written either way).
  */
 int nvf_manifest_hash_dir(nvf_manifest **out, const char *dir, const nvf_hash_opts *opts);
 
@@ -165,11 +170,12 @@ typedef enum nvf_finding_kind {
     NVF_FINDING_SHA256,      /* same size, other SHA-256 */
     NVF_FINDING_EXTRA,       /* present, not listed */
     NVF_FINDING_CRC32,       /* a tensor's CRC-32 differs, or the tensor is absent/unlisted */
+    NVF_FINDING_TENSOR,      /* a listed tensor's dtype or shape differs from the file's */
 } nvf_finding_kind;
 
 typedef struct nvf_manifest_finding {
     nvf_finding_kind kind;
-    char *name;     /* the file, or "file:tensor" for NVF_FINDING_CRC32 */
+    char *name;     /* the file, or "file:tensor" for NVF_FINDING_CRC32 and _TENSOR */
     char *got;      /* what the directory holds; NULL when absent */
     char *expected; /* what the manifest says; NULL when unlisted */
     char *line;     /* the whole finding as one line of text, e.g. "MISSING config.json" */
@@ -186,9 +192,10 @@ typedef struct nvf_manifest_report {
 /**
  * Check the directory against the manifest: every listed file must be present with its size
  * and SHA-256 (all bytes are read), no other file may be present (the top-level manifest
- * aside; ".tmp" files count), and with opts->tensors every listed tensor's CRC-32 must match.
- * @return 0 with the findings in *out (free with nvf_manifest_report_free()), or NVF_E_IO
- * when a file cannot be read.
+ * aside; ".tmp" files count), and with opts->tensors every listed tensor's dtype, shape and
+ * CRC-32 must match.
+ * @return 0 with the findings in *out (free with nvf_manifest_report_free()), NVF_E_IO when
+ * `dir` or a file cannot be read, or NVF_E_INTERRUPTED when *opts->stop was set.
  */
 int nvf_manifest_check_dir(nvf_manifest_report **out, const char *dir, const nvf_manifest *m,
                            const nvf_hash_opts *opts);
@@ -196,7 +203,7 @@ int nvf_manifest_check_dir(nvf_manifest_report **out, const char *dir, const nvf
 /** Free a report; NULL is fine. */
 void nvf_manifest_report_free(nvf_manifest_report *r);
 
-/** "MISSING", "SIZE", "SHA256", "EXTRA" or "CRC32". */
+/** "MISSING", "SIZE", "SHA256", "EXTRA", "CRC32" or "TENSOR". */
 const char *nvf_finding_kind_name(nvf_finding_kind kind);
 
 #ifdef __cplusplus

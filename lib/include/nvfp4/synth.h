@@ -50,7 +50,7 @@ typedef enum nvf_synth_preset {
 typedef enum nvf_synth_dtype {
     NVF_SYNTH_DTYPE_BF16 = 0,      /* "bf16" */
     NVF_SYNTH_DTYPE_FP8_BLOCK = 1, /* "fp8-block": F8_E4M3 + F32 weight_scale_inv per 128x128 */
-    NVF_SYNTH_DTYPE_NVFP4 = 2,     /* "nvfp4": not implemented yet (needs the quantizer) */
+    NVF_SYNTH_DTYPE_NVFP4 = 2,     /* "nvfp4": not implemented yet */
     NVF_SYNTH_DTYPE_COUNT
 } nvf_synth_dtype;
 

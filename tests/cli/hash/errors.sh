@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Errors and preserved fields: --check without a manifest or with a malformed one exits 3
-# naming it; a CKPT that is not a directory is a usage error (2); `hash` over an existing
+# naming it; a CKPT that is not a directory is a usage error (2), one that is missing an I/O
+# error (1, issue #11 item 12, more in io_errors.sh); `hash` over an existing
 # manifest keeps its recipe, target, source and summary and replaces files and tensors, and
 # refuses (exit 3) to overwrite a malformed one.
 set -euo pipefail
@@ -28,7 +29,8 @@ run 3 --check "$ck"
 err_has "no manifest '$ck/nvfp4-manifest.json'"
 run 2 "$ck/config.json"
 err_has "is not a checkpoint directory"
-run 2 --check "$tmp/nothing"
+run 1 --check "$tmp/nothing"
+err_has "cannot open checkpoint directory '$tmp/nothing'"
 run 2 "$ck" --bogus
 
 echo '{"manifest_version": 1,' >"$ck/nvfp4-manifest.json"
