@@ -1,0 +1,199 @@
+/*
+ * The progress journal DST/.nvfp4-progress.json, written atomically after every finished shard
+ * and removed when the conversion completes:
+ *   1. "key": SHA-256 (hex) over the tool version, every source file's name, size and mtime,
+ *      the --input-amax file's SHA-256, the options that change the output and the recipe;
+ *   2. "shards": [{"name", "bytes", "sha256"}, ...] in the order they were finished.
+ * --resume reuses a shard only when the key is this run's and the file still has the recorded
+ * size and SHA-256; its tensors' CRC-32s are computed again from its bytes (never taken from the
+ * journal), in the same pass. The journal is read with the strict JSON reader; one it cannot
+ * read is reported and nothing is reused.
+ */
+#include "convert/convert_internal.h"
+
+#include "io/json_strict.h"
+#include "manifest/manifest_internal.h"
+#include "nvfp4/fileio.h"
+#include "nvfp4/log.h"
+#include "nvfp4/status.h"
+#include "nvfp4/version.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define JOURNAL_MAX_BYTES ((size_t)256 << 20)
+
+static int make_key(cv_run *r) {
+    const nvf_convert_options *o = r->opt;
+    nvf_sha256 *h = nvf_sha256_new();
+    char *rj = nvf_recipe_to_json(o->recipe);
+    int rc = h && rj ? NVF_OK : nvf_error_set(NVF_E_NOMEM, "no memory for the resume key");
+    char line[512];
+    for (size_t i = 0; rc == NVF_OK && i < r->src.n; i++) {
+        char *path = cv_sources_path(&r->src, i);
+        struct stat sb;
+        if (!path || stat(path, &sb) != 0) {
+            rc =
+                nvf_error_set(NVF_E_IO, "cannot stat '%s': %s", path ? path : "?", strerror(errno));
+        } else {
+            snprintf(line, sizeof line, "%s\n%lld %lld.%09ld\n", r->src.names[i],
+                     (long long)sb.st_size, (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+            rc = nvf_sha256_update(h, line, strlen(line));
+        }
+        free(path);
+    }
+    if (rc == NVF_OK && o->input_amax_path) {
+        char sum[65];
+        uint64_t n;
+        rc = nvf_sha256_file(sum, &n, o->input_amax_path);
+        if (rc == NVF_OK)
+            rc = nvf_sha256_update(h, sum, 64);
+    }
+    if (rc == NVF_OK) {
+        snprintf(line, sizeof line, "%s\nkeep_source_precision=%d allow_nonfinite=%d\n",
+                 nvf_version(), o->keep_source_precision, o->allow_nonfinite);
+        rc = nvf_sha256_update(h, line, strlen(line));
+    }
+    if (rc == NVF_OK)
+        rc = nvf_sha256_update(h, rj, strlen(rj));
+    if (rc == NVF_OK) {
+        r->key = malloc(65);
+        rc = r->key ? nvf_sha256_final(h, r->key) : nvf_error_set(NVF_E_NOMEM, "no memory");
+    }
+    nvf_sha256_free(h);
+    free(rj);
+    return rc;
+}
+
+int cv_journal_start(cv_run *r) {
+    int rc = make_key(r);
+    if (rc != NVF_OK)
+        return rc;
+    r->journal = cJSON_CreateObject();
+    if (!r->journal || !cJSON_AddStringToObject(r->journal, "key", r->key) ||
+        !cJSON_AddArrayToObject(r->journal, "shards"))
+        return nvf_error_set(NVF_E_NOMEM, "no memory for the journal");
+    return NVF_OK;
+}
+
+int cv_journal_add(cv_run *r, size_t si) {
+    const cv_shard *s = &r->p->shards[si];
+    cJSON *e = cJSON_CreateObject();
+    char *path = nvf_path_join(r->opt->dst, NVF_CONVERT_JOURNAL);
+    int ok = e && path && cJSON_AddStringToObject(e, "name", s->name) &&
+             cJSON_AddNumberToObject(e, "bytes", (double)s->file_bytes) &&
+             cJSON_AddStringToObject(e, "sha256", s->sha256) &&
+             cJSON_AddItemToArray(cJSON_GetObjectItem(r->journal, "shards"), e);
+    int rc = NVF_OK;
+    if (!ok) {
+        cJSON_Delete(e);
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory for the journal of shard '%s'", s->name);
+    } else {
+        rc = cv_write_json(path, r->journal, NULL, NULL);
+    }
+    free(path);
+    return rc;
+}
+
+/*
+ * Hash shard `sh` from its file: the file's SHA-256 and size, and, when its header declares
+ * exactly the planned tensors in the planned order, every tensor's CRC-32 (into the plan's
+ * outputs). @return 1 when it holds the planned tensors, 0 when not (or it cannot be read).
+ */
+static int rehash_shard(cv_run *r, const cv_shard *sh, const char *path, char sha[65],
+                        uint64_t *bytes) {
+    nvf_st_file *f = NULL;
+    uint64_t *begin = calloc(sh->n_out + 1, sizeof *begin);
+    uint64_t *end = calloc(sh->n_out + 1, sizeof *end);
+    uint32_t *crc = calloc(sh->n_out + 1, sizeof *crc);
+    int ok = begin && end && crc && nvf_st_open(&f, path) == NVF_OK && f->n_tensors == sh->n_out;
+    for (size_t i = 0; ok && i < sh->n_out; i++) {
+        const cv_out *o = &r->p->outs[sh->first_out + i];
+        const nvf_st_tensor *t = &f->tensors[i];
+        ok = strcmp(t->name, o->name) == 0 && t->dtype == o->dtype && t->ndim == o->ndim &&
+             memcmp(t->shape, o->shape, (size_t)o->ndim * sizeof *o->shape) == 0 &&
+             t->end - t->begin == o->bytes;
+        begin[i] = t->begin;
+        end[i] = t->end;
+    }
+    nvf_hash_tensors ht = {f ? f->data_start : 0, sh->n_out, begin, end, crc, 0};
+    nvf_st_close(f);
+    ok = ok && nvf_hash_file_ex(sha, bytes, path, &ht, NULL, NULL) == NVF_OK;
+    for (size_t i = 0; ok && i < sh->n_out; i++)
+        r->p->outs[sh->first_out + i].crc32 = crc[i];
+    free(begin);
+    free(end);
+    free(crc);
+    nvf_error_clear();
+    return ok;
+}
+
+/* Reuse shard `sh` if its file is what journal entry `e` recorded. */
+static int try_reuse(cv_run *r, cv_shard *sh, const cJSON *e) {
+    const cJSON *sha = cJSON_GetObjectItemCaseSensitive(e, "sha256");
+    const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(e, "bytes");
+    if (!cJSON_IsString(sha) || !cJSON_IsNumber(bytes))
+        return NVF_OK;
+    char *path = nvf_path_join(r->opt->dst, sh->name);
+    char got[65];
+    uint64_t n = 0;
+    if (!path)
+        return nvf_error_set(NVF_E_NOMEM, "no memory");
+    int ok = rehash_shard(r, sh, path, got, &n) && strcmp(got, sha->valuestring) == 0 &&
+             (double)n == bytes->valuedouble;
+    free(path);
+    if (!ok)
+        return NVF_OK;
+    cJSON *copy = cJSON_Duplicate(e, 1);
+    if (!copy || !cJSON_AddItemToArray(cJSON_GetObjectItem(r->journal, "shards"), copy)) {
+        cJSON_Delete(copy);
+        return nvf_error_set(NVF_E_NOMEM, "no memory for the journal");
+    }
+    sh->reused = 1;
+    sh->file_bytes = n;
+    memcpy(sh->sha256, got, sizeof got);
+    r->p->counts.shards_reused++;
+    r->prog.shards_done++;
+    r->prog.bytes_done += sh->source_bytes;
+    r->prog.tensors_done += sh->n_out;
+    return NVF_OK;
+}
+
+int cv_journal_resume(cv_run *r) {
+    char *jpath = nvf_path_join(r->opt->dst, NVF_CONVERT_JOURNAL);
+    cJSON *doc = NULL;
+    int rc = jpath ? NVF_OK : nvf_error_set(NVF_E_NOMEM, "no memory");
+    if (rc != NVF_OK || !nvf_path_is_file(jpath))
+        goto done;
+    if (nvf_json_read_strict(&doc, jpath, JOURNAL_MAX_BYTES, "progress journal", 0) != NVF_OK) {
+        nvf_log(NVF_LOG_WARN, "resume: %s; starting over", nvf_error_last());
+        nvf_error_clear();
+        goto done;
+    }
+    const cJSON *key = cJSON_GetObjectItemCaseSensitive(doc, "key");
+    const cJSON *shards = cJSON_GetObjectItemCaseSensitive(doc, "shards");
+    if (!cJSON_IsString(key) || strcmp(key->valuestring, r->key) != 0 || !cJSON_IsArray(shards)) {
+        nvf_log(NVF_LOG_INFO, "resume: the journal is for another source, recipe or options; "
+                              "starting over");
+        goto done;
+    }
+    const cJSON *e;
+    cJSON_ArrayForEach(e, shards) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
+        for (size_t s = 0; rc == NVF_OK && cJSON_IsString(name) && s < r->p->n_shards; s++) {
+            cv_shard *sh = &r->p->shards[s];
+            if (!sh->reused && strcmp(sh->name, name->valuestring) == 0)
+                rc = try_reuse(r, sh, e);
+        }
+    }
+    if (rc == NVF_OK && r->p->counts.shards_reused)
+        nvf_log(NVF_LOG_INFO, "resume: reusing %llu of %zu shards",
+                (unsigned long long)r->p->counts.shards_reused, r->p->n_shards);
+done:
+    cJSON_Delete(doc);
+    free(jpath);
+    return rc;
+}
