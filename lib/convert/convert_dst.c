@@ -185,8 +185,6 @@ int cv_dst_open(cv_dst **out, const nvf_convert_options *o, const cv_sources *sr
         rc = take_lock(d);
     if (rc == NVF_OK)
         rc = check_contents(o, src);
-    if (rc == NVF_OK)
-        rc = clear_outputs(o->dst, o->force && !o->resume);
     if (rc != NVF_OK) {
         if (d->lock_fd < 0)
             d->created = 0; /* another run owns it */
@@ -195,6 +193,10 @@ int cv_dst_open(cv_dst **out, const nvf_convert_options *o, const cv_sources *sr
     }
     *out = d;
     return NVF_OK;
+}
+
+int cv_dst_clear(const cv_dst *d, int journal_too) {
+    return clear_outputs(d->dir, journal_too);
 }
 
 void cv_dst_close(cv_dst *d, int failed) {

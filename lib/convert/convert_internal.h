@@ -223,12 +223,15 @@ typedef struct cv_dst cv_dst;
 /**
  * Create DST (when absent), take its lock, and check what it holds: without resume or force it
  * must be empty; with them it may hold only what this conversion writes (shards, temporaries,
- * the journal, configs, index, manifest, copies of `src`'s side files). The outputs of an
- * earlier run are cleared (with force: the journal too).
+ * the journal, configs, index, manifest, copies of `src`'s side files).
  * @return 0; NVF_E_IO (the lock is held: names the holder's pid); NVF_E_INVALID (a file this
  * conversion does not write, or not empty).
  */
 int cv_dst_open(cv_dst **out, const nvf_convert_options *o, const cv_sources *src);
+
+/** Remove what marks an earlier output complete or half-written (manifest, index, configs,
+ * temporary files; the journal too when `journal_too`); finished shards stay. */
+int cv_dst_clear(const cv_dst *d, int journal_too);
 
 /** Release DST. After a failure, remove what looks complete (manifest, configs, index, temporary
  * files) and DST itself when this run created it and nothing is left. NULL is fine. */
@@ -243,6 +246,15 @@ int cv_journal_start(cv_run *r);
 /** --resume: mark the journal's shards whose files still hold what it says as reused (their
  * hashes and tensor CRCs computed again from the bytes). */
 int cv_journal_resume(cv_run *r);
+
+/**
+ * --resume of a DST that holds a complete output (a manifest, no journal): *complete is 1 when
+ * its manifest records this recipe, target, these source files (SHA-256, computed here) and the
+ * planned tensors, and DST verifies against it (every file's SHA-256 and tensor CRC-32); the
+ * plan's shards then carry its sizes and hashes. Never with --input-amax (its values are not
+ * recorded in the manifest).
+ */
+int cv_journal_complete(cv_run *r, int *complete);
 
 /** Record finished shard `si` and write the journal atomically. */
 int cv_journal_add(cv_run *r, size_t si);

@@ -145,8 +145,12 @@ static int try_reuse(cv_run *r, cv_shard *sh, const cJSON *e) {
     int ok = rehash_shard(r, sh, path, got, &n) && strcmp(got, sha->valuestring) == 0 &&
              (double)n == bytes->valuedouble;
     free(path);
-    if (!ok)
+    if (!ok) {
+        /* The writer computes these again from zero. */
+        for (size_t i = 0; i < sh->n_out; i++)
+            r->p->outs[sh->first_out + i].crc32 = 0;
         return NVF_OK;
+    }
     cJSON *copy = cJSON_Duplicate(e, 1);
     if (!copy || !cJSON_AddItemToArray(cJSON_GetObjectItem(r->journal, "shards"), copy)) {
         cJSON_Delete(copy);
@@ -195,5 +199,128 @@ int cv_journal_resume(cv_run *r) {
 done:
     cJSON_Delete(doc);
     free(jpath);
+    return rc;
+}
+
+/* Complete output ------------------------------------------------------------------------- */
+
+static int cmp_out_ptr(const void *a, const void *b) {
+    return strcmp((*(cv_out *const *)a)->name, (*(cv_out *const *)b)->name);
+}
+
+static int same_json(const cJSON *a, cJSON *b) {
+    int same = a && b && cJSON_Compare(a, b, 1);
+    cJSON_Delete(b);
+    return same;
+}
+
+/* Whether manifest `m` records this conversion: recipe, target, sources, planned tensors. */
+static int records_this(cv_run *r, const nvf_manifest *m, cv_out **by_name) {
+    const cv_plan *p = r->p;
+    char *rj = nvf_recipe_to_json(r->opt->recipe);
+    int ok = rj && same_json(m->recipe, cJSON_Parse(rj)) &&
+             same_json(m->target, r->target->manifest_target()) && m->n_source == r->src.n &&
+             m->n_tensors == p->n_outs;
+    free(rj);
+    for (size_t i = 0; ok && i < r->src.n; i++) {
+        const nvf_manifest_file *f = NULL;
+        for (size_t k = 0; k < m->n_source && !f; k++)
+            if (strcmp(m->source[k].name, r->src.names[i]) == 0)
+                f = &m->source[k];
+        ok = f && f->bytes == r->src.bytes[i] && strcmp(f->sha256, r->src.sha[i]) == 0;
+    }
+    for (size_t i = 0; ok && i < m->n_tensors; i++) {
+        const nvf_manifest_tensor *t = &m->tensors[i];
+        cv_out key = {.name = t->name}, *kp = &key;
+        cv_out **hit = bsearch(&kp, by_name, p->n_outs, sizeof *by_name, cmp_out_ptr);
+        const cv_out *o = hit ? *hit : NULL;
+        ok = o && strcmp(t->file, p->shards[p->jobs[o->job].shard].name) == 0 &&
+             strcmp(t->dtype, nvf_dtype_name(o->dtype)) == 0 && t->ndim == o->ndim &&
+             memcmp(t->shape, o->shape, (size_t)o->ndim * sizeof *o->shape) == 0;
+    }
+    return ok;
+}
+
+/* Whether DST verifies against `m` (our lock file aside). */
+static int verifies(cv_run *r, const nvf_manifest *m) {
+    nvf_manifest_report *rep = NULL;
+    nvf_hash_opts ho = {.threads = r->opt->threads, .tensors = 1};
+    int rc = nvf_manifest_check_dir(&rep, r->opt->dst, m, &ho);
+    int ok = rc == NVF_OK;
+    for (size_t i = 0; ok && i < rep->n_findings; i++) {
+        const nvf_manifest_finding *f = &rep->findings[i];
+        ok = f->kind == NVF_FINDING_EXTRA && strcmp(f->name, CV_LOCK_NAME) == 0;
+        if (!ok)
+            nvf_log(NVF_LOG_INFO, "resume: the output does not verify (%s)", f->line);
+    }
+    nvf_manifest_report_free(rep);
+    return ok;
+}
+
+static int stop_requested(void *ctx) {
+    const cv_run *r = ctx;
+    return r->opt->stop && *r->opt->stop;
+}
+
+int cv_journal_complete(cv_run *r, int *complete) {
+    *complete = 0;
+    const nvf_convert_options *o = r->opt;
+    char *jpath = nvf_path_join(o->dst, NVF_CONVERT_JOURNAL);
+    char *mpath = nvf_path_join(o->dst, NVF_MANIFEST_NAME);
+    cv_out **by_name = malloc((r->p->n_outs ? r->p->n_outs : 1) * sizeof *by_name);
+    nvf_manifest *m = NULL;
+    int rc = jpath && mpath && by_name ? NVF_OK : nvf_error_set(NVF_E_NOMEM, "no memory");
+    if (rc != NVF_OK || !o->resume || nvf_path_is_file(jpath) || !nvf_path_is_file(mpath))
+        goto done;
+    if (o->input_amax_path) {
+        nvf_log(NVF_LOG_INFO,
+                "resume: '%s' holds a complete output, converted again since "
+                "--input-amax values are not recorded in its manifest",
+                o->dst);
+        goto done;
+    }
+    if (nvf_manifest_read(&m, mpath) != NVF_OK) {
+        nvf_log(NVF_LOG_INFO, "resume: %s; converting again", nvf_error_last());
+        nvf_error_clear();
+        goto done;
+    }
+    if ((rc = cv_sources_hash(&r->src, stop_requested, r)) != NVF_OK)
+        goto done;
+    if (stop_requested(r)) {
+        rc = nvf_error_set(NVF_E_INTERRUPTED, "interrupted while hashing the source");
+        goto done;
+    }
+    for (size_t i = 0; i < r->p->n_outs; i++)
+        by_name[i] = &r->p->outs[i];
+    qsort(by_name, r->p->n_outs, sizeof *by_name, cmp_out_ptr);
+    if (!records_this(r, m, by_name)) {
+        nvf_log(NVF_LOG_INFO, "resume: '%s' holds another conversion; converting again", o->dst);
+        goto done;
+    }
+    if (!verifies(r, m)) {
+        nvf_error_clear();
+        goto done;
+    }
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        cv_out key = {.name = m->tensors[i].name}, *kp = &key;
+        cv_out **hit = bsearch(&kp, by_name, r->p->n_outs, sizeof *by_name, cmp_out_ptr);
+        (*hit)->crc32 = m->tensors[i].crc32; /* found: records_this checked every name */
+    }
+    for (size_t s = 0; s < r->p->n_shards; s++) {
+        cv_shard *sh = &r->p->shards[s];
+        for (size_t k = 0; k < m->n_files; k++)
+            if (strcmp(m->files[k].name, sh->name) == 0) {
+                sh->file_bytes = m->files[k].bytes;
+                memcpy(sh->sha256, m->files[k].sha256, sizeof sh->sha256);
+            }
+        sh->reused = 1;
+        r->p->counts.shards_reused++;
+    }
+    *complete = 1;
+done:
+    nvf_manifest_free(m);
+    free(by_name);
+    free(jpath);
+    free(mpath);
     return rc;
 }

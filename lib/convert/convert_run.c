@@ -114,7 +114,7 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
     cJSON *config = NULL;
     cv_dst *dst = NULL;
     cv_run r;
-    int rc;
+    int rc, complete = 0;
     memset(&r, 0, sizeof r);
     memset(out, 0, sizeof *out);
     r.opt = opt;
@@ -135,7 +135,19 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
         (rc = cv_journal_start(&r)) != NVF_OK)
         goto done;
     count_source_bytes(&r);
-    if (opt->resume && (rc = cv_journal_resume(&r)) != NVF_OK)
+    if ((rc = cv_journal_complete(&r, &complete)) != NVF_OK)
+        goto done;
+    if (complete) {
+        nvf_log(NVF_LOG_INFO, "resume: '%s' already holds this conversion, verified; nothing to do",
+                opt->dst);
+        *out = r.p->counts;
+        out->shards = out->shards_reused = r.p->n_shards;
+        for (size_t s = 0; s < r.p->n_shards; s++)
+            out->bytes_out += r.p->shards[s].file_bytes;
+        goto done;
+    }
+    if ((rc = cv_dst_clear(dst, opt->force && !opt->resume)) != NVF_OK ||
+        (opt->resume && (rc = cv_journal_resume(&r)) != NVF_OK))
         goto done;
     nvf_log(NVF_LOG_INFO,
             "converting %zu tensors (%llu to quantize) into %zu output tensors in %zu shards on %s",
