@@ -36,28 +36,39 @@ struct cv_dst {
 static const char *const k_outputs[] = {NVF_MANIFEST_NAME, "model.safetensors.index.json",
                                         "config.json", "hf_quant_config.json"};
 
-/* Remove what marks a finished (or half-finished) output; finished shards stay for --resume,
- * and the journal unless `journal_too`. */
-static int clear_outputs(const char *dst, int journal_too) {
+/* Remove every entry of `dst` for which drop(name, ctx) holds. */
+static int remove_where(const char *dst, int (*drop)(const char *, const void *), const void *ctx) {
     DIR *d = opendir(dst);
     if (!d)
         return nvf_error_set(NVF_E_IO, "cannot list '%s': %s", dst, strerror(errno));
     struct dirent *e;
     int rc = NVF_OK;
     while ((e = readdir(d)) != NULL && rc == NVF_OK) {
-        int drop = fnmatch("*.tmp", e->d_name, 0) == 0 ||
-                   (journal_too && strcmp(e->d_name, NVF_CONVERT_JOURNAL) == 0);
-        for (size_t i = 0; i < sizeof k_outputs / sizeof k_outputs[0]; i++)
-            drop |= strcmp(e->d_name, k_outputs[i]) == 0;
-        if (!drop)
+        if (!drop(e->d_name, ctx))
             continue;
         char *path = nvf_path_join(dst, e->d_name);
-        if (path && unlink(path) != 0 && errno != ENOENT)
+        if (!path)
+            rc = nvf_error_set(NVF_E_NOMEM, "no memory");
+        else if (unlink(path) != 0 && errno != ENOENT)
             rc = nvf_error_set(NVF_E_IO, "cannot remove '%s': %s", path, strerror(errno));
         free(path);
     }
     closedir(d);
     return rc;
+}
+
+/* What marks a finished (or half-finished) output; finished shards stay for --resume, and the
+ * journal unless *journal_too. */
+static int is_output(const char *name, const void *journal_too) {
+    int drop = fnmatch("*.tmp", name, 0) == 0 ||
+               (*(const int *)journal_too && strcmp(name, NVF_CONVERT_JOURNAL) == 0);
+    for (size_t i = 0; i < sizeof k_outputs / sizeof k_outputs[0]; i++)
+        drop |= strcmp(name, k_outputs[i]) == 0;
+    return drop;
+}
+
+static int clear_outputs(const char *dst, int journal_too) {
+    return remove_where(dst, is_output, &journal_too);
 }
 
 /* Whether DST entry `name` is something this conversion writes (or an earlier run of it). */
@@ -212,25 +223,17 @@ void cv_dst_close(cv_dst *d, int failed) {
     release(d);
 }
 
+/* A shard name of an earlier run that the plan does not produce. */
+static int is_stale(const char *name, const void *plan) {
+    const cv_plan *p = plan;
+    if (fnmatch("model-*-of-*.safetensors", name, 0) != 0)
+        return 0;
+    for (size_t s = 0; s < p->n_shards; s++)
+        if (strcmp(p->shards[s].name, name) == 0)
+            return 0;
+    return 1;
+}
+
 int cv_dst_remove_stale(const char *dst, const cv_plan *p) {
-    DIR *d = opendir(dst);
-    if (!d)
-        return nvf_error_set(NVF_E_IO, "cannot list '%s': %s", dst, strerror(errno));
-    struct dirent *e;
-    int rc = NVF_OK;
-    while ((e = readdir(d)) != NULL && rc == NVF_OK) {
-        if (fnmatch("model-*-of-*.safetensors", e->d_name, 0) != 0)
-            continue;
-        int mine = 0;
-        for (size_t s = 0; s < p->n_shards && !mine; s++)
-            mine = strcmp(p->shards[s].name, e->d_name) == 0;
-        if (mine)
-            continue;
-        char *path = nvf_path_join(dst, e->d_name);
-        if (path && unlink(path) != 0 && errno != ENOENT)
-            rc = nvf_error_set(NVF_E_IO, "cannot remove '%s': %s", path, strerror(errno));
-        free(path);
-    }
-    closedir(d);
-    return rc;
+    return remove_where(dst, is_stale, p);
 }
