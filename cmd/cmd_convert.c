@@ -38,8 +38,10 @@ static const cli_opt k_opts[] = {
      "tensor bytes per output shard (default 5GB, decimal units; KiB.. binary)"},
     {"input-amax", "FILE.json", CLI_STRING, &g_input_amax,
      "calibrated input amax per module {\"MODULE\": amax}: input_scale = amax / (6 * 448)"},
-    {"resume", NULL, CLI_FLAG, &g_resume, "continue an interrupted conversion into DST"},
-    {"force", NULL, CLI_FLAG, &g_force, "write into a non-empty DST"},
+    {"resume", NULL, CLI_FLAG, &g_resume,
+     "continue an interrupted conversion into DST (a complete one is verified and kept)"},
+    {"force", NULL, CLI_FLAG, &g_force,
+     "convert again into a DST that holds an earlier output of this conversion"},
     {"max-host-memory", "SIZE", CLI_STRING, &g_max_host,
      "tensor buffers in flight (default 8GiB; one job always proceeds)"},
     {"method", "rtn|4over6", CLI_STRING, &g_method, "override quantization.method"},
@@ -101,8 +103,15 @@ static const cli_spec k_spec = {
         "an expert's gate and up projections share one global scale. Other tensors keep their\n"
         "values (FP8 ones become BF16 unless --keep-source-precision). Writes shards, the\n"
         "index, config.json, hf_quant_config.json, copies the other files of SRC, and\n"
-        "nvfp4-manifest.json last. Streaming with bounded memory; SIGINT/SIGTERM stop cleanly\n"
-        "(exit 5) and --resume continues from the finished shards.\n",
+        "nvfp4-manifest.json last. Streaming with bounded memory. A single shard file takes\n"
+        "config.json and the side files from its directory (none there: exit 2).\n"
+        "DST is locked while a conversion runs (DST/.nvfp4-convert.lock, removed at the end):\n"
+        "a second conversion into it stops with exit 1. With --resume or --force, DST may hold\n"
+        "only files the conversion writes (anything else: exit 2).\n"
+        "Progress counts source tensor bytes read (or reused) and their rate, like the summary's\n"
+        "GB/s. SIGINT/SIGTERM stop cleanly (exit 5), keeping the finished shards; --resume\n"
+        "continues from them (hashed again), and finds a complete DST complete (nothing is\n"
+        "rewritten).\n",
     .opts = k_opts,
     .n_opts = sizeof k_opts / sizeof k_opts[0],
     .min_pos = 2,
@@ -137,14 +146,14 @@ static void on_progress(const nvf_convert_progress *p, int final, void *user) {
             bar[i] = i < fill ? '#' : ' ';
         bar[30] = '\0';
         fprintf(stderr,
-                "\r[%s] %3.0f%% %.2f/%.2f GB  %llu/%llu tensors  %.0f MB/s  ETA %d:%02d  %s", bar,
-                frac * 100.0, (double)p->bytes_done / 1e9, (double)p->bytes_total / 1e9,
+                "\r[%s] %3.0f%% %.2f/%.2f GB in  %llu/%llu tensors  %.0f MB/s in  ETA %d:%02d  %s",
+                bar, frac * 100.0, (double)p->bytes_done / 1e9, (double)p->bytes_total / 1e9,
                 (unsigned long long)p->tensors_done, (unsigned long long)p->tensors_total,
                 rate / 1e6, (int)(eta / 60), (int)eta % 60, final ? "\n" : "");
     } else if (!final) {
         nvf_log(NVF_LOG_INFO,
-                "progress: %.1f%% %.2f/%.2f GB, %llu/%llu tensors, shard %llu/%llu, %.0f MB/s, "
-                "ETA %.0f s",
+                "progress: %.1f%% %.2f/%.2f GB in, %llu/%llu tensors, shard %llu/%llu, %.0f MB/s "
+                "in, ETA %.0f s",
                 frac * 100.0, (double)p->bytes_done / 1e9, (double)p->bytes_total / 1e9,
                 (unsigned long long)p->tensors_done, (unsigned long long)p->tensors_total,
                 (unsigned long long)p->shards_done, (unsigned long long)p->shards_total, rate / 1e6,

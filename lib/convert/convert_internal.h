@@ -1,4 +1,17 @@
-/* Shared between the files of lib/convert: the conversion plan and the shard writer. */
+/*
+ * Shared between the files of lib/convert. A conversion is:
+ *   convert_run.c       the entry (nvf_convert_run): open, plan, DST, pipeline, finish, clean up;
+ *   convert_plan.c      the jobs, outputs and shards of a checkpoint (the plan);
+ *   convert_modelopt.c  the target format: plans outputs, packs a job, writes its metadata;
+ *   convert_pipeline.c  the queue, memory budget, compute workers and writer thread;
+ *   convert_compute.c   a job's bytes through the compute backend (quantize, dequantize);
+ *   convert_shard.c     the shard writer (hashes as it writes);
+ *   convert_dst.c       DST: prepare, lock, clear, stale shards;
+ *   convert_journal.c   the progress journal, its key, and --resume;
+ *   convert_source.c    the source files: list and hash (on the core pool);
+ *   convert_finish.c    the index, target metadata, side files and manifest (merge reuses it);
+ *   convert_meta.c      the ModelOpt configuration documents.
+ */
 #ifndef NVFP4_CONVERT_INTERNAL_H
 #define NVFP4_CONVERT_INTERNAL_H
 
@@ -7,7 +20,10 @@
 #include "nvfp4/manifest.h"
 #include "nvfp4/quant.h"
 
+#include "nvfp4/backend.h"
+
 #include <cjson/cJSON.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,7 +71,9 @@ typedef struct cv_shard {
     size_t first_job, n_jobs;
     size_t first_out, n_out;
     uint64_t tensor_bytes;
-    int reused;
+    uint64_t source_bytes; /* bytes_in of its jobs */
+    int reused;            /* taken from an earlier run (--resume) */
+    int written;           /* finished by this run */
     uint64_t file_bytes;
     char sha256[65];
 } cv_shard;
@@ -111,5 +129,157 @@ cJSON *cv_meta_config(const cv_plan *p, const cJSON *source_config, int mixed);
 
 /** Write a JSON document atomically (2-space indent), hashing the bytes written. */
 int cv_write_json(const char *path, const cJSON *doc, char sha256[65], uint64_t *bytes);
+
+/* Source files ----------------------------------------------------------------------------- */
+
+/** The files a conversion reads: the shards and the side files (config, tokenizer, ...). */
+typedef struct cv_sources {
+    char *dir;       /* the directory the names are relative to; owned */
+    size_t n;        /* files, sorted by name */
+    char **names;    /* owned */
+    uint64_t *bytes; /* filled by cv_sources_hash */
+    char (*sha)[65]; /* filled by cv_sources_hash */
+} cv_sources;
+
+/**
+ * The regular, non-hidden files at the top of SRC's directory. For a single-file SRC, the file
+ * and the side files of its directory (every file but the other shards and their index).
+ * @return 0, NVF_E_IO, NVF_E_NOMEM. Free with cv_sources_free() (also after a failure).
+ */
+int cv_sources_list(cv_sources *out, const nvf_ckpt *ck);
+
+/** Release the lists; a zeroed struct is fine. */
+void cv_sources_free(cv_sources *s);
+
+/** The path of source file `i`. @return a new string, or NULL on no memory. */
+char *cv_sources_path(const cv_sources *s, size_t i);
+
+/** Whether source file `name` is copied into DST as it is (not a shard, index or config). */
+int cv_sources_is_copied(const char *name);
+
+/**
+ * SHA-256 and size of every source file, one after the other (the same order the pipeline
+ * reads them in, so a cold source is read from storage once). Stops early, between files,
+ * when quit(ctx) is non-zero (quit may be NULL). @return 0, NVF_E_IO, NVF_E_NOMEM.
+ */
+int cv_sources_hash(cv_sources *s, int (*quit)(void *), void *ctx);
+
+/* Target format ---------------------------------------------------------------------------- */
+
+typedef struct cv_finish_args cv_finish_args;
+
+/** What a target format decides: the outputs of a checkpoint, the bytes of a quantized job and
+ * the metadata files beside the shards. */
+typedef struct cv_target {
+    const char *name;
+    /** The jobs, outputs and shards of `ck` (with input scales). @return 0 or a status. */
+    int (*plan)(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *opt);
+    /** The j->bytes_out bytes of quantization job `j` into `buf`: member k quantized as
+     * packed[k] (rows*cols/2 bytes) and scales[k] (rows*cols/16) with global scale `gs`. */
+    void (*pack_job)(uint8_t *buf, const cv_job *j, uint8_t *const *packed, uint8_t *const *scales,
+                     float gs);
+    /** The manifest's "target" object. @return a new object, or NULL on no memory. */
+    cJSON *(*manifest_target)(void);
+    /** Write the target's metadata files into a->dst (after the index), each added to `m`. */
+    int (*write_metadata)(const cv_finish_args *a, nvf_manifest *m);
+} cv_target;
+
+extern const cv_target cv_target_modelopt;
+
+/* The run ---------------------------------------------------------------------------------- */
+
+/** One conversion, shared by the entry, the pipeline and the journal. */
+typedef struct cv_run {
+    const nvf_convert_options *opt;
+    const cv_target *target;
+    const nvf_ckpt *ck;
+    cv_plan *p;
+    cv_sources src;
+    char *key;      /* the journal key */
+    cJSON *journal; /* the journal document as written */
+    nvf_convert_progress prog;
+} cv_run;
+
+/**
+ * Compute and write every job of shards not reused: compute workers (one backend each),
+ * the writer thread, and the source hashing on the core pool, side by side.
+ * @return 0 or the first failure (NVF_E_INTERRUPTED when *opt->stop was set).
+ */
+int cv_pipeline_run(cv_run *r);
+
+/**
+ * The output bytes of buffered job `j` (quantize or dequantize) into `buf` (j->bytes_out
+ * bytes) on backend `b`. Errors name the source file and tensor.
+ */
+int cv_compute_job(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *j);
+
+/* DST and journal -------------------------------------------------------------------------- */
+
+/** The lock file in DST: held (flock) for the whole run, removed at the end. */
+#define CV_LOCK_NAME ".nvfp4-convert.lock"
+
+typedef struct cv_dst cv_dst;
+
+/**
+ * Create DST (when absent), take its lock, and check what it holds: without resume or force it
+ * must be empty; with them it may hold only what this conversion writes (shards, temporaries,
+ * the journal, configs, index, manifest, copies of `src`'s side files).
+ * @return 0; NVF_E_IO (the lock is held: names the holder's pid); NVF_E_INVALID (a file this
+ * conversion does not write, or not empty).
+ */
+int cv_dst_open(cv_dst **out, const nvf_convert_options *o, const cv_sources *src);
+
+/** Remove what marks an earlier output complete or half-written (manifest, index, configs,
+ * temporary files; the journal too when `journal_too`); finished shards stay. */
+int cv_dst_clear(const cv_dst *d, int journal_too);
+
+/** Release DST. After a failure, remove what looks complete (manifest, configs, index, temporary
+ * files) and DST itself when this run created it and nothing is left. NULL is fine. */
+void cv_dst_close(cv_dst *d, int failed);
+
+/** Remove shards of an earlier run that this plan does not produce. */
+int cv_dst_remove_stale(const char *dst, const cv_plan *p);
+
+/** The journal key and an empty journal. */
+int cv_journal_start(cv_run *r);
+
+/** --resume: mark the journal's shards whose files still hold what it says as reused (their
+ * hashes and tensor CRCs computed again from the bytes). */
+int cv_journal_resume(cv_run *r);
+
+/**
+ * --resume of a DST that holds a complete output (a manifest, no journal): *complete is 1 when
+ * its manifest records this recipe, target, these source files (SHA-256, computed here) and the
+ * planned tensors, and DST verifies against it (every file's SHA-256 and tensor CRC-32); the
+ * plan's shards then carry its sizes and hashes. Never with --input-amax (its values are not
+ * recorded in the manifest).
+ */
+int cv_journal_complete(cv_run *r, int *complete);
+
+/** Record finished shard `si` and write the journal atomically. */
+int cv_journal_add(cv_run *r, size_t si);
+
+/* Finish ----------------------------------------------------------------------------------- */
+
+/** Everything the finish needs: the plan with its shards written (sizes, hashes, CRCs). */
+struct cv_finish_args {
+    const char *dst;
+    const cv_target *target;
+    const cv_plan *plan;
+    const nvf_recipe *recipe;
+    const cJSON *source_config; /* NULL: none */
+    int mixed;                  /* FP8 modules kept (MIXED_PRECISION) */
+    const cv_sources *sources;  /* hashed; the side files are copied from here */
+    const char *source_format;
+};
+
+/**
+ * The index, the target's metadata, the copied side files, then the manifest (last; the journal
+ * is removed just before it). *out is the plan's counts with shards and bytes_out.
+ */
+int cv_finish_outputs(nvf_convert_summary *out, const cv_finish_args *a);
+
+/** Write `doc` (taken: deleted here) as DST/name atomically and add it to `m`. */
+int cv_finish_write_json(const cv_finish_args *a, nvf_manifest *m, const char *name, cJSON *doc);
 
 #endif

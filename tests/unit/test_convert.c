@@ -2,7 +2,8 @@
  * The conversion plan (lib/convert): jobs, quantization groups, output tensors, shard
  * assignment and --input-amax, on the transformers-written Qwen3-MoE fixture (2 MoE layers,
  * 4 experts, hidden 128, moe_intermediate 128; tests/data/hf/qwen3moe-bf16). The expected
- * counts and values are worked out by hand from that layout.
+ * counts and values are worked out by hand from that layout. Then the modelopt target's job
+ * layout on hand-made codes, and a whole run's progress (source bytes).
  */
 #include "check.h"
 
@@ -13,6 +14,60 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+static uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* modelopt lays a linear out as codes | block scales | F32 scale_2 = 1/gs | F32 input_scale;
+ * a split (fused gate_up) member as its first half of rows, then its second half. */
+static void test_modelopt_pack(void) {
+    uint8_t codes[2][32], scales[2][4], buf[44 + 2 * (16 + 2 + 8)];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 32; i++) {
+            codes[k][i] = (uint8_t)(16 * k + i);
+            scales[k][i % 4] = (uint8_t)(0xA0 + 4 * k + i % 4);
+        }
+    uint8_t *packed[2] = {codes[0], codes[1]}, *sc[2] = {scales[0], scales[1]};
+    cv_job j;
+    memset(&j, 0, sizeof j);
+    j.kind = CV_JOB_QUANT;
+    j.n_members = 2;
+    j.input_scale = 2.0f;
+    j.members[0].src.rows = 2; /* [2, 32]: 32 code bytes, 4 scales */
+    j.members[0].src.cols = 32;
+    j.members[1].src.rows = 4; /* split [4, 16]: gate rows 0-1, up rows 2-3 */
+    j.members[1].src.cols = 16;
+    j.members[1].split = 1;
+    memset(buf, 0xEE, sizeof buf);
+    cv_target_modelopt.pack_job(buf, &j, packed, sc, 4.0f);
+    const uint32_t quarter = 0x3E800000u, two = 0x40000000u; /* 0.25f = 1/4, 2.0f */
+    CHECK(memcmp(buf, codes[0], 32) == 0 && memcmp(buf + 32, scales[0], 4) == 0);
+    CHECK_EQ_U64(le32(buf + 36), quarter);
+    CHECK_EQ_U64(le32(buf + 40), two);
+    const uint8_t *g = buf + 44, *u = buf + 44 + 16 + 2 + 8;
+    CHECK(memcmp(g, codes[1], 16) == 0 && memcmp(g + 16, scales[1], 2) == 0);
+    CHECK_EQ_U64(le32(g + 18), quarter);
+    CHECK_EQ_U64(le32(g + 22), two);
+    CHECK(memcmp(u, codes[1] + 16, 16) == 0 && memcmp(u + 16, scales[1] + 2, 2) == 0);
+    CHECK_EQ_U64(le32(u + 18), quarter);
+    CHECK_EQ_U64(le32(u + 22), two);
+}
+
+typedef struct progress_seen {
+    uint64_t total, done_before_final, calls;
+    int finals;
+} progress_seen;
+
+static void on_progress(const nvf_convert_progress *p, int final, void *user) {
+    progress_seen *s = user;
+    s->total = p->bytes_total;
+    s->calls++;
+    if (final)
+        s->finals++;
+    else
+        s->done_before_final = p->bytes_done;
+}
 
 static int write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
@@ -122,6 +177,32 @@ int main(void) {
         close(fd);
 
     cv_plan_free(p);
+
+    test_modelopt_pack();
+
+    /* A whole run in small shards: progress counts source bytes, the sum of the source tensors'
+     * sizes (read here from the checkpoint), all of them before the final call. */
+    uint64_t source_bytes = 0;
+    for (size_t i = 0; i < ck->n_tensors; i++)
+        source_bytes += ck->tensors[i].st->end - ck->tensors[i].st->begin;
+    char dst[] = "/tmp/nvfp4-test-convert-dst-XXXXXX";
+    CHECK(mkdtemp(dst) != NULL);
+    progress_seen seen = {0};
+    nvf_convert_summary sum;
+    o.dst = dst;
+    o.threads = 2;
+    o.progress = on_progress;
+    o.progress_user = &seen;
+    CHECK(nvf_convert_run(&sum, &o) == 0);
+    CHECK_EQ_U64(seen.total, source_bytes);
+    CHECK_EQ_U64(seen.done_before_final, source_bytes);
+    CHECK_EQ_U64(seen.finals, 1);
+    CHECK_EQ_U64(sum.bytes_in, source_bytes);
+    CHECK(sum.shards > 2);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dst);
+    CHECK(system(cmd) == 0);
+
     nvf_ckpt_close(ck);
     nvf_recipe_free(&r);
     return check_summary("convert");

@@ -8,7 +8,8 @@
  *      X.weight_scale_2 (F32 []) and X.input_scale (F32 []); fused 3-D experts are split into
  *      PREFIX.experts.{e}.{gate,up,down}_proj.weight*. Each shard is PATH.tmp, fsync, rename.
  *   2. .nvfp4-progress.json (while running): the finished shards with their hashes, keyed by
- *      the source files (names, sizes, mtimes), recipe and options; --resume reuses them.
+ *      the source files (names, sizes, mtimes), recipe and options; --resume reuses them after
+ *      hashing them again. .nvfp4-convert.lock (while running): flock'd, holds the pid.
  *   3. Every other file of SRC (tokenizer, generation config, README, ...) copied.
  *   4. model.safetensors.index.json, hf_quant_config.json, config.json.
  *   5. nvfp4-manifest.json, last: its presence marks a complete checkpoint.
@@ -34,7 +35,7 @@ extern "C" {
 
 /** Where a conversion stands; passed to the progress callback. */
 typedef struct nvf_convert_progress {
-    uint64_t bytes_done, bytes_total;     /* output tensor bytes written (or reused) */
+    uint64_t bytes_done, bytes_total;     /* source tensor bytes consumed (or reused) */
     uint64_t tensors_done, tensors_total; /* output tensors */
     uint64_t shards_done, shards_total;
 } nvf_convert_progress;
@@ -92,12 +93,18 @@ void nvf_convert_options_init(nvf_convert_options *o, const char *src, const cha
 
 /**
  * Run a conversion (the whole of SPEC sections 5 and 6 for target modelopt).
+ * With resume, a DST that already holds this conversion complete (manifest, no journal) is
+ * verified and kept: *out then counts every shard as reused.
  * @return 0 and *out filled; NVF_E_INVALID when DST is not empty and neither resume nor force is
- * set, or for an --input-amax entry that is not a positive finite number; NVF_E_NOTIMPL for a
- * prepared target; NVF_E_IO naming the file for a read or write failure (ENOSPC, EIO: no
- * partial output file is left, SRC is never written); NVF_E_INTERRUPTED when *stop was set (the
- * temporary files are removed; finished shards and the journal stay for --resume);
- * NVF_E_FORMAT / NVF_E_SHAPE / NVF_E_NONFINITE for a bad source; NVF_E_DEVICE / NVF_E_CUDA.
+ * set, when DST holds a file the conversion does not write, when SRC is a single shard without
+ * a config.json beside it, or for an --input-amax entry that is not a positive finite number;
+ * NVF_E_IO when another conversion holds DST's lock (the message names its pid); NVF_E_NOTIMPL for
+ * a prepared target; NVF_E_IO naming the file for a read or write failure (ENOSPC, EIO: no partial
+ * output file is left, SRC is never written); NVF_E_INTERRUPTED when *stop was set (the temporary
+ * files are removed; finished shards and the journal stay for --resume; the message names the
+ * shards kept and says that --resume continues); NVF_E_FORMAT / NVF_E_SHAPE / NVF_E_NONFINITE for a
+ * bad source (a NaN or infinity in any computed tensor, quantized or dequantized, unless
+ * allow_nonfinite); NVF_E_DEVICE / NVF_E_CUDA.
  */
 int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt);
 

@@ -26,8 +26,23 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     expect 4 "cuda:0" -- "$NVFP4TOOL" convert "$src" "$tmp/d" --devices 0,1
 fi
 expect 2 "max-host-memory" -- "$NVFP4TOOL" convert "$src" "$tmp/m" --max-host-memory lots
+# --force/--resume into a DST holding a file the conversion does not write: refused (exit 2,
+# the file named and kept), since the file would fail `hash --check` as EXTRA.
+for flag in --force --resume; do
+    expect 2 "holds 'keep.txt', which this conversion does not write" -- \
+        "$NVFP4TOOL" convert "$src" "$tmp/full" $flag --quiet
+    [ -f "$tmp/full/keep.txt" ] && [ ! -e "$tmp/full/nvfp4-manifest.json" ] ||
+        { echo "$flag: DST touched" >&2; exit 1; }
+done
+mkdir "$tmp/full/sub"
+rm "$tmp/full/keep.txt"
+expect 2 "holds 'sub'" -- "$NVFP4TOOL" convert "$src" "$tmp/full" --force --quiet
+rmdir "$tmp/full/sub"
 expect 0 "" -- "$NVFP4TOOL" convert "$src" "$tmp/full" --force --quiet
-[ ! -e "$tmp/full/keep.txt" ] || [ -f "$tmp/full/nvfp4-manifest.json" ]
+"$NVFP4TOOL" hash --check "$tmp/full" --quiet
+# A second --force over a finished output: every file is one the conversion writes.
+expect 0 "" -- "$NVFP4TOOL" convert "$src" "$tmp/full" --force --quiet
+"$NVFP4TOOL" hash --check "$tmp/full" --quiet
 # A NaN in an expert weight: exit 3 naming the shard, the tensor and the [row, col] (written
 # into a copy at a position computed here from the header), no manifest; --allow-nonfinite
 # passes it through.

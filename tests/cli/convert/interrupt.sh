@@ -28,5 +28,33 @@ for sig in INT TERM; do
     fi
     [ "$left" -eq 0 ] || { echo "SIG$sig left files behind" >&2; ls -la "$tmp/dst" >&2; exit 1; }
     grep -q interrupted "$tmp/err" || { echo "no message" >&2; exit 1; }
+    # The message says which finished shards DST keeps and that --resume continues.
+    kept=$(find "$tmp/dst" -name 'model-*-of-*.safetensors' 2>/dev/null | sort || true)
+    if [ -z "$kept" ]; then
+        grep -q "nothing was kept" "$tmp/err" || { echo "SIG$sig: $(cat "$tmp/err")" >&2; exit 1; }
+    else
+        n=$(echo "$kept" | wc -l)
+        grep -q "keeps $n of [0-9]* shards (model-00001-of-.*--resume to continue" "$tmp/err" ||
+            { echo "SIG$sig, $n kept: $(cat "$tmp/err")" >&2; exit 1; }
+    fi
 done
+# Interrupted after some shards: --resume finishes, reusing them.
+"$NVFP4TOOL" convert "$tmp/src" "$tmp/dst" --quiet --threads 1 --max-shard-size 8MB \
+    >/dev/null 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 1 4000); do
+    [ "$(find "$tmp/dst" -name 'model-*-of-*.safetensors' 2>/dev/null | wc -l)" -ge 1 ] && break
+    sleep 0.005
+done
+kill -s INT $pid
+rc=0
+wait $pid || rc=$?
+pid=
+if [ $rc -eq 5 ]; then
+    grep -q "run the same command with --resume to continue" "$tmp/err" ||
+        { echo "no --resume hint: $(cat "$tmp/err")" >&2; exit 1; }
+    "$NVFP4TOOL" convert "$tmp/src" "$tmp/dst" --quiet --threads 1 --max-shard-size 8MB \
+        --resume >/dev/null
+    "$NVFP4TOOL" hash --check "$tmp/dst" --quiet >/dev/null
+fi
 echo ok

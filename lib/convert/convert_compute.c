@@ -1,0 +1,109 @@
+/*
+ * The bytes of one buffered job, computed on the worker's backend (CPU or GPU, the same bytes):
+ *   - a quantization group: amax over every member, the global scale from it, each member
+ *     quantized with it (one backend call, so a GPU uploads each member once), then laid out by
+ *     the target;
+ *   - an FP8 (or other) tensor written as BF16: bf16(RN(f32(x) * scale)), matrix by matrix.
+ * A NaN or infinity stops both unless --allow-nonfinite: one rule for every computed tensor.
+ */
+#include "convert/convert_internal.h"
+
+#include "nvfp4/format.h"
+#include "nvfp4/status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int stopped(const cv_run *r) {
+    return r->opt->stop && *r->opt->stop;
+}
+
+static const char *file_of(const cv_run *r, size_t ti) {
+    return r->ck->files[r->ck->tensors[ti].file].st->path;
+}
+
+/* Say which source file holds the tensor an error names (the members of a group nearly always
+ * share one file; when they do not, both are named). */
+static int name_files(int rc, const cv_run *r, const cv_job *j) {
+    const char *a = file_of(r, j->members[0].tensor), *b = NULL;
+    for (size_t k = 1; k < j->n_members && !b; k++)
+        if (strcmp(file_of(r, j->members[k].tensor), a) != 0)
+            b = file_of(r, j->members[k].tensor);
+    if (b)
+        nvf_error_prefix("'%s' or '%s'", a, b);
+    else
+        nvf_error_prefix("'%s'", a);
+    return rc;
+}
+
+static int compute_quant(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *j) {
+    nvf_quant_source srcs[CV_MAX_MEMBERS];
+    const char *names[CV_MAX_MEMBERS];
+    uint8_t *packed[CV_MAX_MEMBERS] = {NULL}, *scales[CV_MAX_MEMBERS] = {NULL};
+    int rc = NVF_OK;
+    for (size_t k = 0; k < j->n_members && rc == NVF_OK; k++) {
+        const cv_member *m = &j->members[k];
+        size_t pb = (size_t)(m->src.rows * m->src.cols / 2);
+        size_t sb = (size_t)(m->src.rows * m->src.cols / NVF_BLOCK);
+        srcs[k] = m->src;
+        names[k] = r->ck->tensors[m->tensor].st->name;
+        packed[k] = malloc(pb + sb + 1);
+        if (!packed[k])
+            rc = nvf_error_set(NVF_E_NOMEM, "no memory to quantize '%s'", m->module[0]);
+        else
+            scales[k] = packed[k] + pb;
+    }
+    float gs = 0.0f;
+    if (rc == NVF_OK) {
+        rc = nvf_backend_quantize_group(b, &gs, packed, scales, srcs, names, j->n_members,
+                                        &r->opt->recipe->quant, r->opt->allow_nonfinite);
+        if (rc != NVF_OK)
+            name_files(rc, r, j);
+    }
+    if (rc == NVF_OK)
+        r->target->pack_job(buf, j, packed, scales, gs);
+    for (size_t k = 0; k < j->n_members; k++)
+        free(packed[k]);
+    return rc;
+}
+
+/*
+ * One tensor (2-D, or 3-D matrix by matrix) to BF16. An empty tensor is written as it is (no
+ * bytes), never sized by its other dimensions; otherwise the matrix count is bounded by the
+ * tensor's bytes, which the safetensors reader checked against the file.
+ */
+static int compute_dequant(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *j) {
+    size_t ti = j->members[0].tensor;
+    const nvf_st_tensor *st = r->ck->tensors[ti].st;
+    if (st->numel == 0)
+        return NVF_OK;
+    int64_t mats = st->ndim == 3 ? st->shape[0] : 1;
+    uint8_t *p = buf;
+    for (int64_t e = 0; e < mats; e++) {
+        if (stopped(r))
+            return nvf_error_set(NVF_E_INTERRUPTED, "interrupted while dequantizing '%s'",
+                                 st->name);
+        nvf_quant_source s;
+        cv_source_view(&s, r->ck, ti, st->ndim == 3 ? e : -1);
+        /* A matrix of a 3-D tensor is named NAME[e], so that [row, col] in a message is clear. */
+        size_t len = strlen(st->name) + 24;
+        char *name = malloc(len);
+        if (!name)
+            return nvf_error_set(NVF_E_NOMEM, "no memory to dequantize '%s'", st->name);
+        if (st->ndim == 3)
+            snprintf(name, len, "%s[%lld]", st->name, (long long)e);
+        else
+            snprintf(name, len, "%s", st->name);
+        int rc = nvf_backend_dequant_bf16(b, p, &s, !r->opt->allow_nonfinite, name);
+        free(name);
+        if (rc != NVF_OK)
+            return name_files(rc, r, j);
+        p += (size_t)s.rows * (size_t)s.cols * 2;
+    }
+    return NVF_OK;
+}
+
+int cv_compute_job(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *j) {
+    return j->kind == CV_JOB_QUANT ? compute_quant(buf, r, b, j) : compute_dequant(buf, r, b, j);
+}

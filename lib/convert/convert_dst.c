@@ -1,0 +1,239 @@
+/*
+ * The destination directory of a conversion:
+ *   1. created when absent (and removed again when a failed run leaves it empty);
+ *   2. locked for the whole run: flock on DST/.nvfp4-convert.lock, which holds the owner's pid
+ *      and is removed when the run ends, so that it never reaches a manifest; a second run into
+ *      the same DST stops at once naming that pid;
+ *   3. checked: empty, or with --resume/--force holding only files this conversion writes
+ *      (a stranger would stay beside the outputs and fail `hash --check` as EXTRA);
+ *   4. cleared of what marks an output complete or half-written (manifest, index, configs,
+ *      temporary files; with --force the journal too) before the pipeline starts, and again
+ *      after a failure, so that nothing that looks complete is left.
+ */
+#include "convert/convert_internal.h"
+
+#include "nvfp4/fileio.h"
+#include "nvfp4/status.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct cv_dst {
+    char *dir;
+    char *lock_path;
+    int lock_fd;
+    int created; /* this run created DST */
+};
+
+static const char *const k_outputs[] = {NVF_MANIFEST_NAME, "model.safetensors.index.json",
+                                        "config.json", "hf_quant_config.json"};
+
+/* Remove every entry of `dst` for which drop(name, ctx) holds. */
+static int remove_where(const char *dst, int (*drop)(const char *, const void *), const void *ctx) {
+    DIR *d = opendir(dst);
+    if (!d)
+        return nvf_error_set(NVF_E_IO, "cannot list '%s': %s", dst, strerror(errno));
+    struct dirent *e;
+    int rc = NVF_OK;
+    while ((e = readdir(d)) != NULL && rc == NVF_OK) {
+        if (!drop(e->d_name, ctx))
+            continue;
+        char *path = nvf_path_join(dst, e->d_name);
+        if (!path)
+            rc = nvf_error_set(NVF_E_NOMEM, "no memory");
+        else if (unlink(path) != 0 && errno != ENOENT)
+            rc = nvf_error_set(NVF_E_IO, "cannot remove '%s': %s", path, strerror(errno));
+        free(path);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* What marks a finished (or half-finished) output; finished shards stay for --resume, and the
+ * journal unless *journal_too. */
+static int is_output(const char *name, const void *journal_too) {
+    int drop = fnmatch("*.tmp", name, 0) == 0 ||
+               (*(const int *)journal_too && strcmp(name, NVF_CONVERT_JOURNAL) == 0);
+    for (size_t i = 0; i < sizeof k_outputs / sizeof k_outputs[0]; i++)
+        drop |= strcmp(name, k_outputs[i]) == 0;
+    return drop;
+}
+
+static int clear_outputs(const char *dst, int journal_too) {
+    return remove_where(dst, is_output, &journal_too);
+}
+
+/* Whether DST entry `name` is something this conversion writes (or an earlier run of it). */
+static int is_ours(const char *name, const cv_sources *src) {
+    if (strcmp(name, CV_LOCK_NAME) == 0 || strcmp(name, NVF_CONVERT_JOURNAL) == 0 ||
+        fnmatch("*.tmp", name, 0) == 0 || fnmatch("model-*-of-*.safetensors", name, 0) == 0)
+        return 1;
+    for (size_t i = 0; i < sizeof k_outputs / sizeof k_outputs[0]; i++)
+        if (strcmp(name, k_outputs[i]) == 0)
+            return 1;
+    for (size_t i = 0; i < src->n; i++)
+        if (strcmp(name, src->names[i]) == 0 && cv_sources_is_copied(name))
+            return 1;
+    return 0;
+}
+
+static int check_contents(const nvf_convert_options *o, const cv_sources *src) {
+    DIR *d = opendir(o->dst);
+    if (!d)
+        return nvf_error_set(NVF_E_IO, "cannot list '%s': %s", o->dst, strerror(errno));
+    struct dirent *e;
+    int rc = NVF_OK;
+    while (rc == NVF_OK && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            strcmp(e->d_name, CV_LOCK_NAME) == 0)
+            continue;
+        if (!o->resume && !o->force) {
+            rc = nvf_error_set(NVF_E_INVALID,
+                               "'%s' is not empty (holds '%s'): use --resume to continue a "
+                               "conversion or --force to overwrite",
+                               o->dst, e->d_name);
+            break;
+        }
+        char *path = nvf_path_join(o->dst, e->d_name);
+        struct stat sb;
+        int dir = path && lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+        free(path);
+        if (dir || !is_ours(e->d_name, src))
+            rc = nvf_error_set(NVF_E_INVALID,
+                               "'%s' holds '%s', which this conversion does not write (it would "
+                               "be left beside the output, and `hash --check` would report it): "
+                               "remove it or choose another DST",
+                               o->dst, e->d_name);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* The pid a lock file holds, for the message ("unknown" while its owner has not written it). */
+static void read_pid(char *out, size_t cap, int fd) {
+    char buf[32];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    long pid = 0;
+    if (n > 0) {
+        buf[n] = '\0';
+        pid = strtol(buf, NULL, 10);
+    }
+    if (pid > 0)
+        snprintf(out, cap, "%ld", pid);
+    else
+        snprintf(out, cap, "unknown");
+}
+
+static int take_lock(cv_dst *d) {
+    /* The owner removes the file before it unlocks: a file opened just before that is no
+     * longer the lock, so after locking check that the path still names what is locked. */
+    for (int attempt = 0; attempt < 16; attempt++) {
+        int fd = open(d->lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return nvf_error_set(NVF_E_IO, "cannot open the lock file '%s': %s", d->lock_path,
+                                 strerror(errno));
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int err = errno;
+            char pid[32];
+            read_pid(pid, sizeof pid, fd);
+            close(fd);
+            if (err == EWOULDBLOCK)
+                return nvf_error_set(NVF_E_IO,
+                                     "'%s' is in use by another conversion (pid %s holds '%s')",
+                                     d->dir, pid, d->lock_path);
+            return nvf_error_set(NVF_E_IO, "cannot lock '%s': %s", d->lock_path, strerror(err));
+        }
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && stat(d->lock_path, &b) == 0 && a.st_dev == b.st_dev &&
+            a.st_ino == b.st_ino) {
+            char line[32];
+            int len = snprintf(line, sizeof line, "%ld\n", (long)getpid());
+            if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)len, 0) != len) {
+                int err = errno;
+                close(fd);
+                return nvf_error_set(NVF_E_IO, "cannot write the lock file '%s': %s", d->lock_path,
+                                     strerror(err));
+            }
+            d->lock_fd = fd;
+            return NVF_OK;
+        }
+        close(fd);
+    }
+    return nvf_error_set(NVF_E_IO, "cannot lock '%s': it keeps being replaced", d->lock_path);
+}
+
+static void release(cv_dst *d) {
+    if (d->lock_fd >= 0) {
+        unlink(d->lock_path);
+        close(d->lock_fd); /* unlocks */
+    }
+    if (d->created)
+        rmdir(d->dir); /* only when nothing is left in it (no finished shard to resume) */
+    free(d->dir);
+    free(d->lock_path);
+    free(d);
+}
+
+int cv_dst_open(cv_dst **out, const nvf_convert_options *o, const cv_sources *src) {
+    *out = NULL;
+    cv_dst *d = calloc(1, sizeof *d);
+    if (!d)
+        return nvf_error_set(NVF_E_NOMEM, "no memory");
+    d->lock_fd = -1;
+    d->created = !nvf_path_is_dir(o->dst);
+    d->dir = strdup(o->dst);
+    d->lock_path = nvf_path_join(o->dst, CV_LOCK_NAME);
+    int rc = d->dir && d->lock_path ? nvf_mkdir_p(o->dst) : nvf_error_set(NVF_E_NOMEM, "no memory");
+    if (rc == NVF_OK)
+        rc = take_lock(d);
+    if (rc == NVF_OK)
+        rc = check_contents(o, src);
+    if (rc != NVF_OK) {
+        if (d->lock_fd < 0)
+            d->created = 0; /* another run owns it */
+        release(d);
+        return rc;
+    }
+    *out = d;
+    return NVF_OK;
+}
+
+int cv_dst_clear(const cv_dst *d, int journal_too) {
+    return clear_outputs(d->dir, journal_too);
+}
+
+void cv_dst_close(cv_dst *d, int failed) {
+    if (!d)
+        return;
+    if (failed) {
+        /* Keep the first error's message: cleaning up may set another. */
+        nvf_error_state st;
+        nvf_error_save(&st);
+        clear_outputs(d->dir, 0);
+        nvf_error_restore(&st);
+    }
+    release(d);
+}
+
+/* A shard name of an earlier run that the plan does not produce. */
+static int is_stale(const char *name, const void *plan) {
+    const cv_plan *p = plan;
+    if (fnmatch("model-*-of-*.safetensors", name, 0) != 0)
+        return 0;
+    for (size_t s = 0; s < p->n_shards; s++)
+        if (strcmp(p->shards[s].name, name) == 0)
+            return 0;
+    return 1;
+}
+
+int cv_dst_remove_stale(const char *dst, const cv_plan *p) {
+    return remove_where(dst, is_stale, p);
+}

@@ -1,0 +1,159 @@
+/*
+ * The finish of a conversion, once every shard is written (or reused): in this order,
+ *   1. the side files of the source (tokenizer, generation config, ...) copied into DST;
+ *   2. model.safetensors.index.json (every output tensor, sorted by name, to its shard);
+ *   3. the target's metadata files (modelopt: hf_quant_config.json, config.json);
+ *   4. nvfp4-manifest.json last (the journal removed just before): its presence marks a complete
+ *      checkpoint.
+ * It reads nothing but its arguments and the side files, so `merge` can call it with the plan
+ * of several partial conversions.
+ */
+#include "convert/convert_internal.h"
+
+#include "nvfp4/fileio.h"
+#include "nvfp4/status.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int cmp_out_name(const void *a, const void *b) {
+    return strcmp((*(cv_out *const *)a)->name, (*(cv_out *const *)b)->name);
+}
+
+static const char *shard_of(const cv_plan *p, const cv_out *o) {
+    return p->shards[p->jobs[o->job].shard].name;
+}
+
+static cJSON *index_doc(const cv_plan *p) {
+    cv_out **order = malloc((p->n_outs ? p->n_outs : 1) * sizeof *order);
+    cJSON *doc = order ? cJSON_CreateObject() : NULL;
+    cJSON *meta = cJSON_AddObjectToObject(doc, "metadata");
+    cJSON *map = cJSON_AddObjectToObject(doc, "weight_map");
+    int ok = meta && map && cJSON_AddNumberToObject(meta, "total_size", (double)p->total_size);
+    for (size_t i = 0; ok && i < p->n_outs; i++)
+        order[i] = &p->outs[i];
+    if (ok)
+        qsort(order, p->n_outs, sizeof *order, cmp_out_name);
+    for (size_t i = 0; ok && i < p->n_outs; i++)
+        ok = cJSON_AddStringToObject(map, order[i]->name, shard_of(p, order[i])) != NULL;
+    free(order);
+    if (!ok) {
+        cJSON_Delete(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+cJSON *nvf_convert_summary_json(const nvf_convert_summary *s) {
+    const struct {
+        const char *key;
+        uint64_t v;
+    } f[] = {{"tensors_quantized", s->tensors_quantized},
+             {"linears_quantized", s->linears_quantized},
+             {"tensors_kept", s->tensors_kept},
+             {"tensors_dequantized", s->tensors_dequantized},
+             {"tensors_dropped", s->tensors_dropped},
+             {"tensors_written", s->tensors_written},
+             {"shards", s->shards},
+             {"bytes_in", s->bytes_in},
+             {"bytes_out", s->bytes_out}};
+    cJSON *o = cJSON_CreateObject();
+    for (size_t i = 0; o && i < sizeof f / sizeof f[0]; i++)
+        if (!cJSON_AddNumberToObject(o, f[i].key, (double)f[i].v)) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+    return o;
+}
+
+int cv_finish_write_json(const cv_finish_args *a, nvf_manifest *m, const char *name, cJSON *doc) {
+    char *path = nvf_path_join(a->dst, name);
+    char sha[65];
+    uint64_t bytes = 0;
+    int rc = path && doc ? cv_write_json(path, doc, sha, &bytes)
+                         : nvf_error_set(NVF_E_NOMEM, "no memory writing '%s'", name);
+    if (rc == NVF_OK)
+        rc = nvf_manifest_add_file(m, name, bytes, sha);
+    free(path);
+    cJSON_Delete(doc);
+    return rc;
+}
+
+/* The manifest's header: recipe, target, the source files. */
+static int describe(nvf_manifest *m, const cv_finish_args *a) {
+    char *rj = nvf_recipe_to_json(a->recipe);
+    int rc = NVF_OK;
+    m->recipe = rj ? cJSON_Parse(rj) : NULL;
+    m->target = a->target->manifest_target();
+    m->has_source = 1;
+    if (!m->recipe || !m->target)
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory for the manifest");
+    free(rj);
+    const cv_sources *s = a->sources;
+    for (size_t i = 0; rc == NVF_OK && i < s->n; i++)
+        rc = nvf_manifest_add_source(m, s->names[i], s->bytes[i], s->sha[i]);
+    return rc;
+}
+
+static int copy_side_files(nvf_manifest *m, const cv_finish_args *a) {
+    const cv_sources *s = a->sources;
+    int rc = NVF_OK;
+    for (size_t i = 0; rc == NVF_OK && i < s->n; i++) {
+        if (!cv_sources_is_copied(s->names[i]))
+            continue;
+        /* The copy has the bytes, and so the hash, of the source. */
+        char *from = cv_sources_path(s, i), *to = nvf_path_join(a->dst, s->names[i]);
+        rc = from && to ? nvf_file_copy(to, from) : nvf_error_set(NVF_E_NOMEM, "no memory");
+        if (rc == NVF_OK)
+            rc = nvf_manifest_add_file(m, s->names[i], s->bytes[i], s->sha[i]);
+        free(from);
+        free(to);
+    }
+    return rc;
+}
+
+int cv_finish_outputs(nvf_convert_summary *out, const cv_finish_args *a) {
+    const cv_plan *p = a->plan;
+    *out = p->counts;
+    out->shards = p->n_shards;
+    out->bytes_out = 0;
+    nvf_manifest *m = nvf_manifest_new();
+    int rc = m ? describe(m, a) : nvf_error_set(NVF_E_NOMEM, "no memory for the manifest");
+    for (size_t s = 0; rc == NVF_OK && s < p->n_shards; s++) {
+        const cv_shard *sh = &p->shards[s];
+        out->bytes_out += sh->file_bytes;
+        rc = nvf_manifest_add_file(m, sh->name, sh->file_bytes, sh->sha256);
+    }
+    for (size_t i = 0; rc == NVF_OK && i < p->n_outs; i++) {
+        const cv_out *t = &p->outs[i];
+        rc = nvf_manifest_add_tensor(m, t->name, shard_of(p, t), nvf_dtype_name(t->dtype), t->ndim,
+                                     t->shape, t->crc32);
+    }
+    if (rc == NVF_OK)
+        rc = copy_side_files(m, a);
+    if (rc == NVF_OK)
+        rc = cv_finish_write_json(a, m, "model.safetensors.index.json", index_doc(p));
+    if (rc == NVF_OK)
+        rc = a->target->write_metadata(a, m);
+    if (rc == NVF_OK) {
+        nvf_convert_summary c = *out;
+        c.bytes_out = out->bytes_out;
+        m->summary = nvf_convert_summary_json(&c);
+        if (!m->summary || !cJSON_AddStringToObject(m->summary, "source_format", a->source_format))
+            rc = nvf_error_set(NVF_E_NOMEM, "no memory for the manifest");
+    }
+    char *jpath = nvf_path_join(a->dst, NVF_CONVERT_JOURNAL);
+    char *mpath = nvf_path_join(a->dst, NVF_MANIFEST_NAME);
+    if (rc == NVF_OK && (!jpath || !mpath))
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory");
+    if (rc == NVF_OK && unlink(jpath) != 0 && errno != ENOENT)
+        rc = nvf_error_set(NVF_E_IO, "cannot remove '%s': %s", jpath, strerror(errno));
+    if (rc == NVF_OK)
+        rc = nvf_manifest_write(mpath, m);
+    free(jpath);
+    free(mpath);
+    nvf_manifest_free(m);
+    return rc;
+}

@@ -1,0 +1,449 @@
+/*
+ * The conversion pipeline (SPEC section 6):
+ *   - compute workers take the jobs of shards not reused in order (one worker per --devices
+ *     entry, each with its own backend; one device: a single worker) and compute each buffered
+ *     job (quantize, dequantize) into a buffer; a worker waits while the buffers in flight
+ *     exceed --max-host-memory (one job always proceeds);
+ *   - the writer thread takes the jobs in order, writes the shards (copied tensors are streamed
+ *     from the source mapping in chunks), hashes as it writes, finishes each shard atomically
+ *     and records it in the journal;
+ *   - the SHA-256 of every source file for the manifest, computed beside them as a task of the
+ *     core pool.
+ * Source pages are released (MADV_DONTNEED) once consumed, so the resident set stays bounded by
+ * the buffers in flight plus one job, whatever the checkpoint size. Progress counts source bytes.
+ */
+#include "convert/convert_internal.h"
+
+#include "nvfp4/pool.h"
+#include "nvfp4/status.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define COPY_CHUNK ((size_t)64 << 20)
+
+typedef struct queue_item {
+    size_t job;
+    uint8_t *buf; /* NULL for a copy job or the end marker */
+    uint64_t cost;
+    int end;
+} queue_item;
+
+typedef struct pipeline {
+    cv_run *r;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    queue_item *items; /* jobs + 1 entries: a job enters once */
+    size_t head, tail, cap;
+    uint64_t inflight;  /* bytes of buffers reserved by the compute workers, not yet written */
+    uint64_t queued;    /* the part of them handed to the writer */
+    size_t next_job;    /* the job the writer needs next (jobs are handed over in order) */
+    int compute_failed; /* a compute worker failed: the others stop */
+    int failed;         /* status of the writer's failure */
+    nvf_error_state fail;
+    int abort;
+    int hash_rc;
+    nvf_error_state hash_err;
+} pipeline;
+
+static int stopped(const pipeline *pl) {
+    return pl->r->opt->stop && *pl->r->opt->stop;
+}
+
+static void signal_all(pipeline *pl, int *flag) {
+    pthread_mutex_lock(&pl->mu);
+    *flag = 1;
+    pthread_cond_broadcast(&pl->cv);
+    pthread_mutex_unlock(&pl->mu);
+}
+
+/* Source pages ---------------------------------------------------------------------------- */
+
+/* Drop the resident pages of a source range (file-backed: they are read again if needed). */
+static void release_range(const nvf_ckpt *ck, size_t ti, const void *data, uint64_t len) {
+    const nvf_st_file *f = ck->files[ck->tensors[ti].file].st;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t base = (uintptr_t)f->map, lim = base + f->map_len;
+    uintptr_t a = (uintptr_t)data & ~(page - 1),
+              z = ((uintptr_t)data + len + page - 1) & ~(page - 1);
+    if (!f->map || len == 0)
+        return;
+    if (a < base)
+        a = base;
+    if (z > lim)
+        z = lim;
+    if (z > a)
+        madvise((void *)a, z - a, MADV_DONTNEED);
+}
+
+static uint64_t member_bytes(const cv_member *m) {
+    return (uint64_t)m->src.rows * (uint64_t)m->src.cols * (nvf_dtype_bits(m->src.dtype) / 8);
+}
+
+static void prefetch_member(const nvf_ckpt *ck, const cv_member *m) {
+    const nvf_quant_source *s = &m->src;
+    const nvf_st_file *f = ck->files[ck->tensors[m->tensor].file].st;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)s->data & ~(page - 1);
+    uint64_t len = member_bytes(m);
+    if (f->map && len > 0 && a >= (uintptr_t)f->map)
+        madvise((void *)a, (size_t)((uintptr_t)s->data + len - a), MADV_WILLNEED);
+}
+
+/* Writer ---------------------------------------------------------------------------------- */
+
+static void report(cv_run *r, int final) {
+    if (r->opt->progress)
+        r->opt->progress(&r->prog, final, r->opt->progress_user);
+}
+
+static int write_copy(pipeline *pl, cv_writer *w, const cv_job *j) {
+    cv_run *r = pl->r;
+    size_t ti = j->members[0].tensor;
+    const nvf_st_tensor *st = r->ck->tensors[ti].st;
+    cv_out *o = &r->p->outs[j->first_out];
+    uint64_t len = st->end - st->begin;
+    for (uint64_t off = 0; off < len;) {
+        if (stopped(pl))
+            return nvf_error_set(NVF_E_INTERRUPTED, "interrupted while copying '%s'", st->name);
+        size_t k = len - off < COPY_CHUNK ? (size_t)(len - off) : COPY_CHUNK;
+        int rc = cv_writer_write(w, o, st->data + off, k);
+        release_range(r->ck, ti, st->data + off, k);
+        if (rc != NVF_OK)
+            return rc;
+        off += k;
+        r->prog.bytes_done += k;
+        if (off < len)
+            report(r, 0);
+    }
+    r->prog.tensors_done++;
+    return NVF_OK;
+}
+
+static int write_buffered(cv_run *r, cv_writer *w, const cv_job *j, const uint8_t *buf) {
+    for (size_t i = 0; i < j->n_out; i++) {
+        cv_out *o = &r->p->outs[j->first_out + i];
+        int rc = cv_writer_write(w, o, buf, (size_t)o->bytes);
+        if (rc != NVF_OK)
+            return rc;
+        buf += o->bytes;
+        r->prog.tensors_done++;
+    }
+    r->prog.bytes_done += j->bytes_in;
+    return NVF_OK;
+}
+
+/* Finish shard `si`: rename into place, then record it in the journal. */
+static int finish_shard(cv_run *r, cv_writer *w, size_t si) {
+    cv_shard *s = &r->p->shards[si];
+    int rc = cv_writer_finish(w, s);
+    if (rc == NVF_OK) {
+        s->written = 1;
+        rc = cv_journal_add(r, si);
+    }
+    r->prog.shards_done++;
+    return rc;
+}
+
+static void *writer_main(void *arg) {
+    pipeline *pl = arg;
+    cv_run *r = pl->r;
+    cv_plan *p = r->p;
+    cv_writer *w = NULL;
+    size_t open_shard = (size_t)-1, jobs_in_shard = 0;
+    int rc = NVF_OK;
+    for (;;) {
+        pthread_mutex_lock(&pl->mu);
+        while (pl->head == pl->tail && !pl->abort)
+            pthread_cond_wait(&pl->cv, &pl->mu);
+        if (pl->abort) {
+            pthread_mutex_unlock(&pl->mu);
+            break;
+        }
+        queue_item it = pl->items[pl->head % pl->cap];
+        pthread_mutex_unlock(&pl->mu);
+        if (it.end)
+            break;
+        const cv_job *j = &p->jobs[it.job];
+        if (rc == NVF_OK && j->shard != open_shard) {
+            open_shard = j->shard;
+            jobs_in_shard = 0;
+            rc = cv_writer_open(&w, r->opt->dst, p, open_shard);
+        }
+        if (rc == NVF_OK)
+            rc = it.buf ? write_buffered(r, w, j, it.buf) : write_copy(pl, w, j);
+        free(it.buf);
+        pthread_mutex_lock(&pl->mu);
+        pl->head++;
+        pl->inflight -= it.cost;
+        pl->queued -= it.cost;
+        pthread_cond_broadcast(&pl->cv);
+        pthread_mutex_unlock(&pl->mu);
+        if (rc == NVF_OK && ++jobs_in_shard == p->shards[open_shard].n_jobs) {
+            rc = finish_shard(r, w, open_shard);
+            w = NULL;
+        }
+        if (rc != NVF_OK) {
+            pthread_mutex_lock(&pl->mu);
+            if (!pl->failed) {
+                pl->failed = rc;
+                nvf_error_save(&pl->fail);
+            }
+            pthread_cond_broadcast(&pl->cv);
+            pthread_mutex_unlock(&pl->mu);
+            break;
+        }
+        report(r, 0);
+    }
+    cv_writer_abort(w);
+    return NULL;
+}
+
+/* Compute --------------------------------------------------------------------------------- */
+
+/*
+ * Reserve `cost` bytes for job `i`, waiting while the buffers in flight would exceed the
+ * budget. A job proceeds anyway when nothing is in flight, or when it is the job the writer
+ * needs next and the writer has nothing queued: other workers' finished buffers wait for their
+ * turn, so without that exception they could hold the budget that job `i` waits for.
+ * @return non-zero when the conversion is failing (the caller stops).
+ */
+static int reserve(pipeline *pl, size_t i, uint64_t cost) {
+    pthread_mutex_lock(&pl->mu);
+    while (!pl->failed && !pl->compute_failed && pl->inflight > 0 &&
+           pl->inflight + cost > pl->r->opt->max_host_memory &&
+           !(i == pl->next_job && pl->queued == 0))
+        pthread_cond_wait(&pl->cv, &pl->mu);
+    int failing = pl->failed || pl->compute_failed;
+    if (!failing)
+        pl->inflight += cost;
+    pthread_mutex_unlock(&pl->mu);
+    return failing;
+}
+
+/* The first job from `i` on that is computed here (not in a reused shard); n_jobs if none. */
+static size_t next_live_job(const cv_plan *p, size_t i) {
+    while (i < p->n_jobs && p->shards[p->jobs[i].shard].reused)
+        i++;
+    return i;
+}
+
+/* Hand job `it.job` to the writer once every earlier job has been handed over. */
+static int hand_over(pipeline *pl, queue_item it) {
+    pthread_mutex_lock(&pl->mu);
+    while (!pl->failed && !pl->compute_failed && pl->next_job != it.job)
+        pthread_cond_wait(&pl->cv, &pl->mu);
+    int failing = pl->failed || pl->compute_failed;
+    if (!failing) {
+        pl->items[pl->tail++ % pl->cap] = it;
+        pl->queued += it.cost;
+        pl->next_job = next_live_job(pl->r->p, it.job + 1);
+    }
+    pthread_cond_broadcast(&pl->cv);
+    pthread_mutex_unlock(&pl->mu);
+    return failing;
+}
+
+/* One buffered job: reserve its budget, compute it, release its source pages. */
+static int compute_one(pipeline *pl, nvf_backend *b, queue_item *it, size_t n) {
+    cv_run *r = pl->r;
+    cv_plan *p = r->p;
+    const cv_job *j = &p->jobs[it->job];
+    it->cost = j->bytes_out + j->bytes_in;
+    if (reserve(pl, it->job, it->cost))
+        return 1;
+    for (size_t q = it->job + 1; q < p->n_jobs && q < it->job + 2 * n; q++)
+        if (p->jobs[q].kind == CV_JOB_QUANT && !p->shards[p->jobs[q].shard].reused &&
+            (q - it->job) % n == 0)
+            prefetch_member(r->ck, &p->jobs[q].members[0]);
+    it->buf = malloc(j->bytes_out ? (size_t)j->bytes_out : 1);
+    if (!it->buf)
+        return nvf_error_set(NVF_E_NOMEM, "no memory for the %llu bytes of '%s'",
+                             (unsigned long long)j->bytes_out, p->outs[j->first_out].name);
+    int rc = cv_compute_job(it->buf, r, b, j);
+    for (size_t m = 0; m < j->n_members; m++)
+        release_range(r->ck, j->members[m].tensor, j->members[m].src.data,
+                      member_bytes(&j->members[m]));
+    if (rc != NVF_OK) {
+        free(it->buf);
+        it->buf = NULL;
+    }
+    return rc;
+}
+
+/*
+ * Compute worker `k` of `n` on `dev`: the live jobs numbered k, k + n, ... in order (copy jobs
+ * need no computing and are only handed over in their turn).
+ */
+static int produce(pipeline *pl, const nvf_device *dev, int threads, size_t k, size_t n) {
+    cv_plan *p = pl->r->p;
+    nvf_backend *b = NULL;
+    int rc = nvf_backend_open(&b, dev, threads);
+    size_t live = 0;
+    for (size_t i = next_live_job(p, 0); rc == NVF_OK && i < p->n_jobs;
+         i = next_live_job(p, i + 1)) {
+        if (live++ % n != k)
+            continue;
+        if (stopped(pl)) {
+            rc = nvf_error_set(NVF_E_INTERRUPTED, "interrupted");
+            break;
+        }
+        queue_item it = {.job = i};
+        if (p->jobs[i].kind != CV_JOB_COPY) {
+            rc = compute_one(pl, b, &it, n);
+            if (rc > 0) /* failing elsewhere: the failure is reported by the caller */
+                rc = NVF_OK;
+            if (rc != NVF_OK || !it.buf)
+                break;
+        }
+        if (hand_over(pl, it)) {
+            free(it.buf);
+            break;
+        }
+    }
+    nvf_backend_close(b);
+    return rc;
+}
+
+typedef struct worker {
+    pipeline *pl;
+    nvf_device device;
+    int threads;
+    size_t k, n;
+    int rc;
+    nvf_error_state err;
+} worker;
+
+static void *worker_main(void *arg) {
+    worker *wk = arg;
+    wk->rc = produce(wk->pl, &wk->device, wk->threads, wk->k, wk->n);
+    if (wk->rc != NVF_OK) {
+        nvf_error_save(&wk->err);
+        signal_all(wk->pl, &wk->pl->compute_failed);
+    }
+    return NULL;
+}
+
+/*
+ * Run the compute workers: the calling thread alone for one device, else one thread per
+ * --devices entry (CPU entries share the CPU threads). The first failure, in worker order, is
+ * the one reported.
+ */
+static int compute_all(pipeline *pl) {
+    const nvf_convert_options *o = pl->r->opt;
+    size_t n = o->n_devices > 1 ? o->n_devices : 1;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = o->threads > 0 ? o->threads : (int)(cores > 0 ? cores : 1);
+    if (n == 1) {
+        int rc = produce(pl, o->n_devices == 1 ? &o->devices[0] : &o->device, o->threads, 0, 1);
+        if (rc != NVF_OK)
+            signal_all(pl, &pl->compute_failed);
+        return rc;
+    }
+    size_t n_cpu = 0;
+    for (size_t i = 0; i < n; i++)
+        n_cpu += o->devices[i].kind == NVF_DEVICE_CPU;
+    worker *wk = calloc(n, sizeof *wk);
+    pthread_t *tid = calloc(n, sizeof *tid);
+    int rc = NVF_OK;
+    size_t started = 0;
+    if (!wk || !tid)
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory for %zu compute workers", n);
+    for (size_t i = 0; rc == NVF_OK && i < n; i++) {
+        wk[i].pl = pl;
+        wk[i].device = o->devices[i];
+        wk[i].threads = n_cpu ? (threads / (int)n_cpu > 0 ? threads / (int)n_cpu : 1) : 1;
+        wk[i].k = i;
+        wk[i].n = n;
+        if (pthread_create(&tid[i], NULL, worker_main, &wk[i]) != 0)
+            rc = nvf_error_set(NVF_E_NOMEM, "cannot start compute worker %zu", i);
+        else
+            started++;
+    }
+    if (rc != NVF_OK)
+        signal_all(pl, &pl->compute_failed);
+    for (size_t i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    for (size_t i = 0; rc == NVF_OK && i < started; i++)
+        if (wk[i].rc != NVF_OK)
+            rc = nvf_error_restore(&wk[i].err);
+    free(wk);
+    free(tid);
+    return rc;
+}
+
+/* The pipeline ---------------------------------------------------------------------------- */
+
+static int hash_quit(void *ctx) {
+    pipeline *pl = ctx;
+    pthread_mutex_lock(&pl->mu);
+    int quit = pl->abort || pl->failed || pl->compute_failed;
+    pthread_mutex_unlock(&pl->mu);
+    return quit || stopped(pl);
+}
+
+/* The two long tasks of the core pool batch: 0 computes, 1 hashes the sources. A hashing
+ * failure is kept aside: it is reported after the writer's. */
+static int stage_task(void *ctx, size_t i) {
+    pipeline *pl = ctx;
+    if (i == 0)
+        return compute_all(pl);
+    int rc = cv_sources_hash(&pl->r->src, hash_quit, pl);
+    if (rc != NVF_OK) {
+        pl->hash_rc = rc;
+        nvf_error_save(&pl->hash_err);
+    }
+    return NVF_OK;
+}
+
+static void end_queue(pipeline *pl, int ok) {
+    pthread_mutex_lock(&pl->mu);
+    if (ok)
+        pl->items[pl->tail++ % pl->cap] = (queue_item){.end = 1};
+    else
+        pl->abort = 1;
+    pthread_cond_broadcast(&pl->cv);
+    pthread_mutex_unlock(&pl->mu);
+}
+
+int cv_pipeline_run(cv_run *r) {
+    pipeline pl;
+    memset(&pl, 0, sizeof pl);
+    pl.r = r;
+    pl.cap = r->p->n_jobs + 1;
+    pl.items = calloc(pl.cap, sizeof *pl.items);
+    if (!pl.items)
+        return nvf_error_set(NVF_E_NOMEM, "no memory for the job queue");
+    pl.next_job = next_live_job(r->p, 0);
+    pthread_mutex_init(&pl.mu, NULL);
+    pthread_cond_init(&pl.cv, NULL);
+    pthread_t writer;
+    int rc = NVF_OK;
+    if (pthread_create(&writer, NULL, writer_main, &pl) != 0) {
+        rc = nvf_error_set(NVF_E_NOMEM, "cannot start the writer thread");
+    } else {
+        /* Computing and hashing side by side: with a pool of one thread they run one after
+         * the other, which is slower but still correct (neither waits for the other). */
+        rc = nvf_pool_run(nvf_pool_global(), 2, 2, stage_task, &pl);
+        end_queue(&pl, rc == NVF_OK);
+        pthread_join(writer, NULL);
+    }
+    for (size_t i = pl.head; i < pl.tail; i++) /* buffers the writer never took */
+        free(pl.items[i % pl.cap].buf);
+    if (rc == NVF_OK && pl.failed)
+        rc = nvf_error_restore(&pl.fail);
+    if (rc == NVF_OK && stopped(&pl))
+        rc = nvf_error_set(NVF_E_INTERRUPTED, "interrupted");
+    if (rc == NVF_OK && pl.hash_rc)
+        rc = nvf_error_restore(&pl.hash_err);
+    r->prog.bytes_done = r->prog.bytes_total;
+    report(r, 1);
+    free(pl.items);
+    pthread_mutex_destroy(&pl.mu);
+    pthread_cond_destroy(&pl.cv);
+    return rc;
+}
