@@ -19,7 +19,7 @@
 #include "nvfp4/safetensors.h"
 #include "nvfp4/status.h"
 
-#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -88,6 +88,13 @@ static int check_output(const nvf_quantize_file_options *opt) {
     return NVF_OK;
 }
 
+/* The last error's message again, after `what`, with status `code`. */
+static int error_as(int code, const char *what) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", nvf_error_last());
+    return nvf_error_set(code, "%s%s", what, msg);
+}
+
 /*
  * Whether an FP8 scale companion is a block scale ("W_scale_inv", one multiplier per block)
  * rather than a per-tensor one ("weight_scale", one element). The naming rule belongs to
@@ -105,9 +112,7 @@ static int is_block_scale(const nvf_st_tensor *scale) {
  */
 static int check_fp8_scale(const nvf_quant_source *s, const char *name) {
     int rc = nvf_quant_source_check(s, name);
-    if (rc == NVF_E_UNSUPPORTED || rc == NVF_E_SHAPE)
-        return nvf_error_set(NVF_E_SHAPE, "%s", nvf_error_last());
-    return rc;
+    return rc == NVF_E_UNSUPPORTED || rc == NVF_E_SHAPE ? error_as(NVF_E_SHAPE, "") : rc;
 }
 
 /* The global-scale group of a tensor name (a copy the caller frees; sized for any name). */
@@ -186,9 +191,11 @@ static int plan_named(qf_run *r, const size_t *item_of_ck) {
         int bad, rc = make_source(r, i, &bad);
         if (bad)
             return rc;
-        if (rc != NVF_OK)
-            return nvf_error_set(NVF_E_INVALID, "--tensor '%s' cannot be quantized: %s", want,
-                                 nvf_error_last());
+        if (rc != NVF_OK) {
+            char what[300];
+            snprintf(what, sizeof what, "--tensor '%.200s' cannot be quantized: ", want);
+            return error_as(NVF_E_INVALID, what);
+        }
         r->sum->tensors[i].action = NVF_QUANTIZE_QUANT;
     }
     return NVF_OK;

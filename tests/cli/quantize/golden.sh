@@ -27,7 +27,7 @@ run_case() { # run_case NAME IN [options]
 }
 for f in "$hf"/*/model-*.safetensors "$tmp"/*/model-*.safetensors; do
     case "$f" in
-    # weights whose _scale_inv is in another shard: exit 3 (fp8_companions.sh)
+    # weights whose _scale_inv is in another shard: exit 3 (fp8_scales.sh)
     */deepseekv3-fp8/model-00002-of-00003.safetensors) continue ;;
     esac
     rel=$(basename "$(dirname "$f")")/$(basename "$f")
