@@ -27,18 +27,7 @@ st_write(path, {
 })
 PY
 }
-expect() { # expect CODE PATTERN -- command...
-    local code=$1 pat=$2
-    shift 3
-    local rc=0
-    "$@" >"$tmp/stdout" 2>"$tmp/stderr" || rc=$?
-    if [ "$rc" != "$code" ] || ! grep -q -- "$pat" "$tmp/stderr"; then
-        echo "expected exit $code and '$pat' from: $*" >&2
-        echo "got exit $rc, stderr:" >&2
-        cat "$tmp/stderr" >&2
-        exit 1
-    fi
-}
+. "$here/expect.bash"
 nothing_written() {
     [ ! -e "$tmp/out.safetensors" ] && [ ! -e "$tmp/out.safetensors.tmp" ] ||
         { echo "$1: output written" >&2; exit 1; }

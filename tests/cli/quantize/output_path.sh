@@ -8,18 +8,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$NVFP4_PYTHON" "$here/ref_quant.py" make "$tmp/in.safetensors"
 sum0=$(sha256sum <"$tmp/in.safetensors")
-expect() { # expect CODE PATTERN -- command...
-    local code=$1 pat=$2
-    shift 3
-    local rc=0
-    "$@" >"$tmp/stdout" 2>"$tmp/stderr" || rc=$?
-    if [ "$rc" != "$code" ] || ! grep -q -- "$pat" "$tmp/stderr"; then
-        echo "expected exit $code and '$pat' from: $*" >&2
-        echo "got exit $rc, stderr:" >&2
-        cat "$tmp/stderr" >&2
-        exit 1
-    fi
-}
+. "$here/expect.bash"
 intact() {
     [ "$(sha256sum <"$tmp/in.safetensors")" = "$sum0" ] || { echo "IN changed after $1" >&2; exit 1; }
     [ -z "$(find "$tmp" -name '*.tmp')" ] || { echo "a .tmp file left after $1" >&2; exit 1; }
