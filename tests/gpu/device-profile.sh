@@ -43,9 +43,11 @@ for step in "${steps[@]}"; do
     cmp)
         tmp=$(mktemp -d)
         for f in tests/data/hf/*/model-0000[12]-of-*.safetensors; do
+            # its FP8 weights' scales are in another shard: quantize refuses it (exit 3)
+            [ "$f" != tests/data/hf/deepseekv3-fp8/model-00002-of-00003.safetensors ] || continue
             for m in 4over6 rtn; do
                 for d in cpu cuda; do
-                    "$BIN" quantize "$f" "$tmp/$d.safetensors" --method $m --device $d --quiet ||
+                    "$BIN" quantize "$f" "$tmp/$d.safetensors" --force --method $m --device $d --quiet ||
                         { echo "cmp: quantize $f --device $d failed"; rc=1; }
                 done
                 if cmp "$tmp/cpu.safetensors" "$tmp/cuda.safetensors"; then

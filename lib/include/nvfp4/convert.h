@@ -108,6 +108,75 @@ void nvf_convert_options_init(nvf_convert_options *o, const char *src, const cha
  */
 int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt);
 
+/* `quantize`: one safetensors file to NVFP4 -------------------------------------------------
+ *
+ * The input is opened as a single-file checkpoint (nvf_ckpt_open), so its tensors carry the
+ * checkpoint's classification: a scale (role "scale") is never quantized, and an F8_E4M3
+ * tensor's FP8 scale companion (W_scale_inv, or a per-tensor weight_scale) is the one the
+ * checkpoint linked to it, checked by the same rule as in inspect and convert. OUT holds the
+ * input's tensors in the input's order; a quantized X [r, c] becomes X (U8 [r, c/2]), X_scale
+ * (F8_E4M3 [r, c/16]) and X_scale_2 (F32 []); a consumed FP8 scale is dropped. OUT is written
+ * as OUT.tmp, fsynced and renamed. */
+
+/** What quantize did with one input tensor. */
+typedef enum nvf_quantize_action {
+    NVF_QUANTIZE_KEEP = 0, /* copied unchanged */
+    NVF_QUANTIZE_QUANT,    /* written as NVFP4 */
+    NVF_QUANTIZE_DROP,     /* the FP8 scale of a quantized tensor: consumed */
+} nvf_quantize_action;
+
+typedef struct nvf_quantize_file_options {
+    const char *in, *out;
+    const nvf_recipe *recipe; /* its quantization keys */
+    /* Quantize only these tensors (each must exist and be quantizable); NULL/0: every floating
+     * 2-D tensor that is not a scale and whose last dimension is a multiple of 16 */
+    const char *const *tensors;
+    size_t n_tensors;
+    int64_t block[2];            /* FP8 block scales: rows, columns per scale; 0: 128 x 128 */
+    nvf_device device;           /* resolved --device */
+    int threads;                 /* CPU threads; <= 0: one per online core */
+    int allow_nonfinite;         /* pass NaN/Inf through instead of failing */
+    int force;                   /* OUT may exist: it is replaced */
+    volatile sig_atomic_t *stop; /* set non-zero (from a signal handler) to stop; or NULL */
+} nvf_quantize_file_options;
+
+/** One input tensor in the summary (input order). */
+typedef struct nvf_quantize_file_tensor {
+    char *name; /* owned by the summary */
+    nvf_dtype dtype;
+    nvf_quantize_action action;
+    int fp8_scaled; /* NVF_QUANTIZE_QUANT: dequantized with its FP8 scale first */
+    char *group;    /* NVF_QUANTIZE_QUANT: the global-scale group key; owned; else NULL */
+    float amax;     /* NVF_QUANTIZE_QUANT: of this tensor */
+    float gs;       /* NVF_QUANTIZE_QUANT: the group's global (encode) scale */
+} nvf_quantize_file_tensor;
+
+typedef struct nvf_quantize_file_summary {
+    size_t n_tensors;
+    nvf_quantize_file_tensor *tensors;
+    uint64_t tensors_quantized, tensors_kept, tensors_dropped;
+    uint64_t bytes_quantized; /* source bytes of the quantized tensors */
+    uint64_t bytes_written;   /* size of OUT */
+} nvf_quantize_file_summary;
+
+/** Options with defaults: CPU, all cores, 128 x 128 FP8 blocks, OUT must not exist. */
+void nvf_quantize_file_options_init(nvf_quantize_file_options *o, const char *in, const char *out,
+                                    const nvf_recipe *recipe);
+
+/**
+ * Quantize one safetensors file (see above), computing on the backend of opt->device.
+ * @return 0 and *out filled (free with nvf_quantize_file_summary_free); NVF_E_INVALID when OUT
+ * is IN (also through a link: same device and inode), when OUT exists and force is not set, or
+ * for a --tensor that is missing or cannot be quantized; NVF_E_IO / NVF_E_FORMAT / NVF_E_SHAPE
+ * from opening IN (an FP8 weight whose scale has the wrong element count or dtype is
+ * NVF_E_SHAPE or NVF_E_FORMAT); NVF_E_NONFINITE; NVF_E_INTERRUPTED when *stop was set;
+ * NVF_E_DEVICE, NVF_E_CUDA, NVF_E_NOMEM. On failure no OUT.tmp is left and OUT is untouched.
+ */
+int nvf_quantize_file(nvf_quantize_file_summary *out, const nvf_quantize_file_options *opt);
+
+/** Free the summary's arrays and zero it; NULL is fine. */
+void nvf_quantize_file_summary_free(nvf_quantize_file_summary *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,7 +8,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$NVFP4_PYTHON" "$here/ref_quant.py" make "$tmp/in.safetensors"
 while read -r method error domain emax; do
-    "$NVFP4TOOL" quantize "$tmp/in.safetensors" "$tmp/out.safetensors" --quiet --threads 2 \
+    "$NVFP4TOOL" quantize "$tmp/in.safetensors" "$tmp/out.safetensors" --quiet --threads 2 --force \
         --method "$method" --error "$error" --error-domain "$domain" --e4m3-max "$emax" >/dev/null
     "$NVFP4_PYTHON" "$here/ref_quant.py" check "$tmp/in.safetensors" "$tmp/out.safetensors" \
         "$method" "$error" "$domain" "$emax" >/dev/null ||
