@@ -10,6 +10,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 static const nvf_quant_params k_rtn = {NVF_QUANT_METHOD_RTN, NVF_QUANT_ERROR_MSE,
@@ -449,6 +450,57 @@ static void test_amax_nonfinite(void) {
     CHECK(nvf_quant_amax_ref(&amax, &s, 1, 3, "w") == 0 && amax == 7.5f);
 }
 
+/* Callers on several threads at once share the global pool (their batches interleave on its
+ * workers): each must still get the bytes of a one-thread run, and its own amax. */
+enum { CC_CALLERS = 3, CC_ROWS = 37, CC_COLS = 64 };
+
+typedef struct cc_job {
+    const float *x;
+    uint8_t packed[CC_ROWS * CC_COLS / 2], scales[CC_ROWS * CC_COLS / 16];
+    float amax;
+    int rc;
+} cc_job;
+
+static void *cc_run(void *arg) {
+    cc_job *j = arg;
+    nvf_quant_params p = p46(NVF_QUANT_ERROR_MSE, NVF_QUANT_DOMAIN_SCALED);
+    nvf_quant_source s = {.dtype = NVF_DTYPE_F32, .data = j->x, .rows = CC_ROWS, .cols = CC_COLS};
+    j->rc = nvf_quant_amax_ref(&j->amax, &s, 0, 0, "cc");
+    for (int k = 0; k < 20 && j->rc == 0; k++)
+        j->rc = nvf_quant_rows_ref(j->packed, j->scales, j->x, CC_ROWS, CC_COLS, 64.0f, &p, 0);
+    return NULL;
+}
+
+static void test_concurrent_callers(void) {
+    static float x[CC_CALLERS][CC_ROWS * CC_COLS];
+    static cc_job jobs[CC_CALLERS], want;
+    for (int c = 0; c < CC_CALLERS; c++) {
+        for (int i = 0; i < CC_ROWS * CC_COLS; i++)
+            x[c][i] = (float)((i * (7 + 2 * c)) % 29 - 14) / (float)(c + 1);
+        jobs[c].x = x[c];
+    }
+    pthread_t tid[CC_CALLERS];
+    for (int c = 0; c < CC_CALLERS; c++)
+        CHECK(pthread_create(&tid[c], NULL, cc_run, &jobs[c]) == 0);
+    for (int c = 0; c < CC_CALLERS; c++)
+        pthread_join(tid[c], NULL);
+    nvf_quant_params p = p46(NVF_QUANT_ERROR_MSE, NVF_QUANT_DOMAIN_SCALED);
+    for (int c = 0; c < CC_CALLERS; c++) {
+        CHECK(jobs[c].rc == 0);
+        /* The largest |x| is 14 / (c + 1) (i * (7 + 2c) mod 29 takes every value 0..28). */
+        CHECK(jobs[c].amax == 14.0f / (float)(c + 1));
+        CHECK(nvf_quant_rows_ref(want.packed, want.scales, x[c], CC_ROWS, CC_COLS, 64.0f, &p, 1) ==
+              0);
+        CHECK(memcmp(jobs[c].packed, want.packed, sizeof want.packed) == 0);
+        CHECK(memcmp(jobs[c].scales, want.scales, sizeof want.scales) == 0);
+    }
+    /* No rows: amax 0, nothing to quantize. */
+    nvf_quant_source s = {.dtype = NVF_DTYPE_F32, .data = x[0], .rows = 0, .cols = CC_COLS};
+    float amax = -1.0f;
+    CHECK(nvf_quant_amax_ref(&amax, &s, 0, 0, "empty") == 0 && amax == 0.0f);
+    CHECK(nvf_quant_source_ref(want.packed, want.scales, &s, 1.0f, &p, 0) == 0);
+}
+
 int main(void) {
     test_global_scale();
     test_worked_block();
@@ -460,5 +512,6 @@ int main(void) {
     test_threads_identical();
     test_sources();
     test_amax_nonfinite();
+    test_concurrent_callers();
     return check_summary("test_quant");
 }
