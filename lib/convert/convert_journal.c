@@ -131,6 +131,11 @@ static int rehash_shard(cv_run *r, const cv_shard *sh, const char *path, char sh
     return ok;
 }
 
+static int stop_requested(void *ctx) {
+    const cv_run *r = ctx;
+    return r->opt->stop && *r->opt->stop;
+}
+
 /* Reuse shard `sh` if its file is what journal entry `e` recorded. */
 static int try_reuse(cv_run *r, cv_shard *sh, const cJSON *e) {
     const cJSON *sha = cJSON_GetObjectItemCaseSensitive(e, "sha256");
@@ -189,8 +194,13 @@ int cv_journal_resume(cv_run *r) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
         for (size_t s = 0; rc == NVF_OK && cJSON_IsString(name) && s < r->p->n_shards; s++) {
             cv_shard *sh = &r->p->shards[s];
-            if (!sh->reused && strcmp(sh->name, name->valuestring) == 0)
-                rc = try_reuse(r, sh, e);
+            if (sh->reused || strcmp(sh->name, name->valuestring) != 0)
+                continue;
+            rc = stop_requested(r) ? nvf_error_set(NVF_E_INTERRUPTED,
+                                                   "interrupted while checking the finished "
+                                                   "shards in '%s'; nothing was changed",
+                                                   r->opt->dst)
+                                   : try_reuse(r, sh, e);
         }
     }
     if (rc == NVF_OK && r->p->counts.shards_reused)
@@ -255,11 +265,6 @@ static int verifies(cv_run *r, const nvf_manifest *m) {
     }
     nvf_manifest_report_free(rep);
     return ok;
-}
-
-static int stop_requested(void *ctx) {
-    const cv_run *r = ctx;
-    return r->opt->stop && *r->opt->stop;
 }
 
 int cv_journal_complete(cv_run *r, int *complete) {

@@ -248,7 +248,8 @@ static int hand_over(pipeline *pl, queue_item it) {
     return failing;
 }
 
-/* One buffered job: reserve its budget, compute it, release its source pages. */
+/* One buffered job: reserve its budget, compute it into it->buf, release its source pages.
+ * @return 0, a negative status, or 1 when the conversion is failing elsewhere (nothing done). */
 static int compute_one(pipeline *pl, nvf_backend *b, queue_item *it, size_t n) {
     cv_run *r = pl->r;
     cv_plan *p = r->p;
