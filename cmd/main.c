@@ -22,7 +22,8 @@ typedef struct command {
 #define THR CLI_COMMON_THREADS
 
 static const command k_commands[] = {
-    {"inspect", cmd_inspect, OUT, "detect the format, list tensors, summarize the MoE structure"},
+    {"inspect", cmd_inspect, OUT | CLI_COMMON_RECIPE,
+     "detect the format, list tensors, summarize the MoE structure"},
     {"quantize", cmd_quantize, CLI_COMMON_ALL,
      "quantize the 2-D tensors of one .safetensors file to NVFP4"},
     {"convert", cmd_convert, CLI_COMMON_ALL,

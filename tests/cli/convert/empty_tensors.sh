@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Empty FP8 tensors whose other dimensions are huge (#11 items 2 and 3): [0, 2^53], fused
-# [8, 0, 2^40] and a fused down_proj [2^40, 0, 16], none with a single byte. Each is written
-# as it is (BF16, same shape, no bytes) at once: never sized by its other dimensions, never a
-# loop over 2^40 empty matrices. The output verifies.
+# [8, 0, 2^40] and a fused down_proj [2^40, 0, 16], none with a single byte. Each is copied
+# as it is (F8_E4M3, same shape, no bytes; its scale kept beside it) at once: never sized by
+# its other dimensions, never a loop over 2^40 empty matrices. The output verifies.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
@@ -22,9 +22,9 @@ want = {"flat": ("model.layers.0.self_attn.q_proj.weight", [0, 2**53]),
         "fused": ("model.layers.0.mlp.experts.gate_up_proj", [8, 0, 2**40]),
         "down": ("model.layers.0.mlp.experts.down_proj", [2**40, 0, 16])}[sys.argv[2]]
 t = h[want[0]]
-assert t["dtype"] == "BF16" and t["shape"] == want[1], t
+assert t["dtype"] == "F8_E4M3" and t["shape"] == want[1], t
 assert t["data_offsets"][0] == t["data_offsets"][1], t
-assert not [k for k in h if k.endswith("scale_inv")], list(h)  # scales consumed
+assert [k for k in h if k.endswith("scale_inv")], list(h)  # its scale copied too
 PY
     "$NVFP4TOOL" hash --check "$tmp/out-$case" --quiet >/dev/null
     [ -z "$(find "$tmp/out-$case" -name '*.tmp')" ] || { echo "$case: .tmp left" >&2; exit 1; }

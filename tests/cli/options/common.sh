@@ -10,7 +10,7 @@ T=$NVFP4TOOL
 
 # command -> the common options it uses (README "Commands").
 declare -A takes=(
-    [inspect]="json quiet log-level"
+    [inspect]="json quiet log-level recipe"
     [quantize]="device threads json quiet log-level recipe"
     [convert]="device threads json quiet log-level recipe"
     [verify]="device threads json quiet log-level recipe"
@@ -48,13 +48,17 @@ done
 mkdir "$tmp/ckpt"
 for c in "inspect $tmp/ckpt --device cuda" "hash $tmp/ckpt --device cuda" \
     "synth $tmp/s --preset qwen3-moe --dtype bf16 --device cuda" \
-    "synth $tmp/s --preset qwen3-moe --dtype bf16 --recipe /nonexistent.yaml" \
-    "inspect $tmp/ckpt --recipe /nonexistent.yaml"; do
+    "synth $tmp/s --preset qwen3-moe --dtype bf16 --recipe /nonexistent.yaml"; do
     rc=0
     # shellcheck disable=SC2086
     "$T" $c >/dev/null 2>&1 || rc=$?
     [ "$rc" -eq 2 ] || fail "'$c' exited $rc, expected 2"
 done
+# inspect follows a recipe's scope (the plan convert follows): a missing one is an error.
+rc=0
+"$T" inspect "$tmp/ckpt" --recipe /nonexistent.yaml >/dev/null 2>"$tmp/err" || rc=$?
+[ "$rc" -ne 0 ] || fail "inspect --recipe /nonexistent.yaml exited 0"
+grep -q /nonexistent.yaml "$tmp/err" || fail "inspect --recipe: message does not name the file"
 [ ! -e "$tmp/s" ] || fail "a rejected synth wrote $tmp/s"
 [ ! -e "$tmp/ckpt/nvfp4-manifest.json" ] || fail "a rejected hash wrote a manifest"
 echo "common options: each command takes what it uses and rejects the rest"
