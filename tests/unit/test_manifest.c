@@ -571,6 +571,37 @@ static void test_dir(void) {
     if (r && r->n_findings >= 1)
         CHECK_EQ_STR(r->findings[0].line, "MISSING config.json");
     nvf_manifest_report_free(r);
+
+    /* A listed tensor's dtype and shape are compared with the file's header (--tensors). */
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        if (strcmp(m->tensors[i].name, "b") == 0) {
+            free(m->tensors[i].dtype);
+            m->tensors[i].dtype = strdup("F32");
+            m->tensors[i].ndim = 2;
+            m->tensors[i].shape[0] = m->tensors[i].shape[1] = 7;
+        }
+    }
+    r = NULL;
+    CHECK(nvf_manifest_check_dir(&r, sub, m, &o) == NVF_OK);
+    int seen = 0;
+    for (size_t i = 0; r && i < r->n_findings; i++) {
+        if (r->findings[i].kind != NVF_FINDING_TENSOR)
+            continue;
+        seen++;
+        CHECK_EQ_STR(r->findings[i].name, "model.safetensors:b");
+        CHECK_EQ_STR(r->findings[i].got, "U8 [4]");
+        CHECK_EQ_STR(r->findings[i].expected, "F32 [7, 7]");
+    }
+    CHECK(seen == 1);
+    nvf_manifest_report_free(r);
+
+    /* A stop flag already set: both walks stop before reading, NVF_E_INTERRUPTED, no result. */
+    volatile sig_atomic_t stop = 1;
+    nvf_hash_opts so = {2, 1, NULL, NULL, &stop};
+    nvf_manifest *m2 = NULL;
+    r = NULL;
+    CHECK(nvf_manifest_hash_dir(&m2, sub, &so) == NVF_E_INTERRUPTED && m2 == NULL);
+    CHECK(nvf_manifest_check_dir(&r, sub, m, &so) == NVF_E_INTERRUPTED && r == NULL);
     nvf_manifest_free(m);
     free(st);
     free(sub2);

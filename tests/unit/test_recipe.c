@@ -182,10 +182,39 @@ static void test_flags(void) {
     nvf_recipe_free(&r);
 }
 
+/* Size and nesting are bounded before YAML loading (issue #11 item 14). */
+static void test_bounds(void) {
+    nvf_recipe r;
+    CHECK(nvf_recipe_init(&r) == 0);
+    /* "q: " then 64 '[' (the root mapping is level 1): level 65 opens at column 67. */
+    char deep[256];
+    int n = snprintf(deep, sizeof deep, "q: ");
+    for (int i = 0; i < 64; i++)
+        deep[n++] = '[';
+    deep[n] = '\0';
+    CHECK(parse(&r, deep) == NVF_E_CONFIG);
+    CHECK_CONTAINS(nvf_error_last(), "t.yaml:1:67: nested deeper than 64 levels");
+    deep[n - 1] = '\0'; /* 64 levels: past the bound, then an ordinary syntax error */
+    CHECK(parse(&r, deep) == NVF_E_CONFIG);
+    CHECK_CONTAINS(nvf_error_last(), "YAML syntax error");
+    size_t big = ((size_t)1 << 20) + 1;
+    char *text = malloc(big);
+    CHECK(text != NULL);
+    if (text) {
+        memset(text, '#', big);
+        CHECK(nvf_recipe_parse(&r, text, big, "t.yaml") == NVF_E_CONFIG);
+        CHECK_CONTAINS(nvf_error_last(), "t.yaml: 1048577 bytes; a recipe is at most 1048576");
+        CHECK(nvf_recipe_parse(&r, text, big - 1, "t.yaml") == 0); /* one comment, 1 MiB */
+        free(text);
+    }
+    nvf_recipe_free(&r);
+}
+
 int main(void) {
     test_defaults();
     test_parse();
     test_errors();
     test_flags();
+    test_bounds();
     return check_summary("test_recipe");
 }

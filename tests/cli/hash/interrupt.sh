@@ -8,7 +8,7 @@ set -euo pipefail
 tmp=$(mktemp -d)
 pid=
 trap 'kill -9 $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
-fail() { echo "interrupt: $*" >&2; exit 1; }
+. "$(dirname "$0")/../lib.sh"
 ck="$tmp/ck"
 "$NVFP4TOOL" synth "$ck" --preset qwen3-moe --dtype bf16 --layers 1 --experts 2 --quiet
 : >"$ck/big.bin"

@@ -5,14 +5,7 @@
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'chmod -R u+rwx "$tmp"; rm -rf "$tmp"' EXIT
-fail() { echo "io_errors: $*" >&2; exit 1; }
-expect() { # expect CODE PATTERN -- command...
-    local want=$1 pat=$2 rc=0
-    shift 3
-    "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want: $(cat "$tmp/err")"
-    grep -qF -- "$pat" "$tmp/err" || fail "'$*' did not say '$pat': $(cat "$tmp/err")"
-}
+. "$(dirname "$0")/../lib.sh"
 T=$NVFP4TOOL
 ln -s "$tmp/loop" "$tmp/loop"
 for check in "" --check; do

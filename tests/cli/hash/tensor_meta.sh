@@ -6,7 +6,7 @@
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "tensor_meta: $*" >&2; exit 1; }
+. "$(dirname "$0")/../lib.sh"
 ck="$tmp/ck"
 "$NVFP4TOOL" synth "$ck" --preset qwen3-moe --dtype bf16 --quiet >/dev/null
 "$NVFP4TOOL" hash "$ck" --quiet >/dev/null

@@ -5,7 +5,7 @@
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "common: $*" >&2; exit 1; }
+. "$(dirname "$0")/../lib.sh"
 T=$NVFP4TOOL
 
 # command -> the common options it uses (README "Commands").

@@ -5,7 +5,7 @@
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "bounds: $*" >&2; exit 1; }
+. "$(dirname "$0")/../lib.sh"
 expect() { # expect CODE PATTERN RECIPE: quantize --print-recipe within 20 s
     local rc=0
     timeout 20 "$NVFP4TOOL" quantize --print-recipe --recipe "$3" >"$tmp/out" 2>"$tmp/err" ||
