@@ -136,10 +136,10 @@ static void fp8_view(nvf_quant_source *s, const qf_run *r, const nvf_st_tensor *
     s->scale_dtype = sc->dtype;
     s->scale_numel = sc->numel;
     if (is_block_scale(sc)) {
-        const int64_t *ckb = r->ck->quant.block;
-        const int64_t *b = r->opt->block[0] > 0 ? r->opt->block : ckb[0] > 0 ? ckb : NULL;
-        s->block_rows = b ? b[0] : 128;
-        s->block_cols = b ? b[1] : 128;
+        /* the size asked for, else the checkpoint's: the one its scales were checked with */
+        const int64_t *b = r->ck->quant.block;
+        s->block_rows = b[0] > 0 ? b[0] : 128;
+        s->block_cols = b[1] > 0 ? b[1] : 128;
     } else {
         /* per tensor: one block the size of the matrix */
         s->block_rows = s->rows > 0 ? s->rows : 1;
@@ -493,7 +493,7 @@ int nvf_quantize_file(nvf_quantize_file_summary *out, const nvf_quantize_file_op
     memset(out, 0, sizeof *out);
     int rc = check_output(opt);
     if (rc == NVF_OK)
-        rc = nvf_ckpt_open(&r.ck, opt->in);
+        rc = nvf_ckpt_open_fp8_block(&r.ck, opt->in, opt->block);
     if (rc == NVF_OK && !r.ck->is_file)
         rc = nvf_error_set(NVF_E_INVALID,
                            "'%s' is a directory; quantize takes one .safetensors file (convert "

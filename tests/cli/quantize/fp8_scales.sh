@@ -53,6 +53,12 @@ nothing_written "w [3,3]"
 "$NVFP4TOOL" quantize "$tmp/in.safetensors" "$tmp/out.safetensors" --quiet --json \
     --weight-block-size 64,64 >"$tmp/w.json"
 rm "$tmp/out.safetensors"
+mk "$tmp/in.safetensors" "$w" "F32" "[3,3]"
+"$NVFP4TOOL" quantize "$tmp/in.safetensors" "$tmp/out.safetensors" --quiet --json \
+    --weight-block-size 64,64 >"$tmp/w64.json"
+rm "$tmp/out.safetensors"
+expect 3 "needs 4" -- "$NVFP4TOOL" quantize "$tmp/in.safetensors" "$tmp/out.safetensors" \
+    --quiet --weight-block-size 128,128
 # Weights whose scales are in another shard: exit 3, as inspect.
 shard=$NVFP4_TESTDATA/hf/deepseekv3-fp8/model-00002-of-00003.safetensors
 expect 3 "has no scale tensor" -- "$NVFP4TOOL" inspect "$shard" --quiet
@@ -74,6 +80,8 @@ def actions(f):
     return {t["name"]: t["action"] for t in json.load(open(f"{tmp}/{f}"))["tensors"]}
 a = actions("w.json")
 assert a == {"w": "quantized", "w_scale_inv": "dropped", "model.norm.weight": "kept"}, a
+a = actions("w64.json")
+assert a == {w: "quantized", w + "_scale_inv": "dropped", "model.norm.weight": "kept"}, a
 a = actions("g.json")
 assert a == {w: "quantized", w + "_scale_inv": "dropped", "model.norm.weight": "kept"}, a
 a = actions("o.json")
