@@ -149,8 +149,9 @@ static void fp8_view(nvf_quant_source *s, const qf_run *r, const nvf_st_tensor *
 
 /*
  * Make item `i` a quantization source: 0; NVF_E_SHAPE or NVF_E_UNSUPPORTED (message set) when
- * the tensor cannot be quantized (dtype, dimensions, last dimension, a scale itself); or, with
- * *bad set, the error of an FP8 scale that does not fit its tensor: bad input whatever was asked.
+ * the tensor cannot be quantized (dtype, dimensions, last dimension, empty, a scale itself); or,
+ * with *bad set, the error of an FP8 scale that does not fit its tensor: bad input whatever was
+ * asked.
  */
 static int make_source(qf_run *r, size_t i, int *bad) {
     qf_item *it = &r->items[i];
@@ -171,6 +172,8 @@ static int make_source(qf_run *r, size_t i, int *bad) {
     it->src.rows = t->shape[0];
     it->src.cols = t->shape[1];
     int rc = nvf_quant_source_check(&it->src, t->name);
+    if (rc == NVF_OK && t->numel == 0) /* never sized by its other dimension */
+        rc = nvf_error_set(NVF_E_SHAPE, "tensor '%s': empty, copied as it is", t->name);
     if (rc != NVF_OK || t->dtype != NVF_DTYPE_F8_E4M3 || ct->scale == NVF_CKPT_NONE)
         return rc;
     fp8_view(&it->src, r, r->ck->tensors[ct->scale].st);
