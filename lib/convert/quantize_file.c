@@ -107,8 +107,8 @@ static int is_block_scale(const nvf_st_tensor *scale) {
 
 /*
  * The FP8 scale rule of inspect and convert, applied to a source that carries its scale: the
- * checkpoint already enforced it on `*.weight` tensors when it opened; this covers every other
- * name and the --weight-block-size geometry. A scale that does not fit is bad input (exit 3).
+ * checkpoint enforced it on `*.weight` tensors when it opened (with the block size asked for);
+ * this covers every other name. A scale that does not fit is bad input (exit 3).
  */
 static int check_fp8_scale(const nvf_quant_source *s, const char *name) {
     int rc = nvf_quant_source_check(s, name);
