@@ -132,7 +132,7 @@ static cJSON *summary_json(const nvf_quantize_file_options *o, const nvf_quantiz
                                 : t->action == NVF_QUANTIZE_KEEP ? "kept"
                                                                  : "dropped");
         if (t->action == NVF_QUANTIZE_QUANT) {
-            cJSON_AddStringToObject(e, "source", t->fp8_scaled ? "fp8-block" : "plain");
+            cJSON_AddStringToObject(e, "source", t->source);
             cJSON_AddStringToObject(e, "group", t->group);
             cJSON_AddNumberToObject(e, "amax", t->amax);
             cJSON_AddNumberToObject(e, "global_scale", t->gs);

@@ -229,10 +229,14 @@ static int plan_all(qf_run *r) {
 static int plan_outputs(qf_run *r, const size_t *item_of_ck) {
     nvf_quantize_file_tensor *ts = r->sum->tensors;
     for (size_t i = 0; i < r->n; i++) {
-        if (ts[i].action == NVF_QUANTIZE_QUANT && r->items[i].src.scale) {
-            ts[i].fp8_scaled = 1;
-            ts[item_of_ck[r->ck->tensors[r->items[i].ck].scale]].action = NVF_QUANTIZE_DROP;
-        }
+        if (ts[i].action != NVF_QUANTIZE_QUANT)
+            continue;
+        ts[i].source = "plain";
+        if (!r->items[i].src.scale)
+            continue;
+        size_t sc = r->ck->tensors[r->items[i].ck].scale;
+        ts[i].source = is_block_scale(r->ck->tensors[sc].st) ? "fp8-block" : "fp8-tensor";
+        ts[item_of_ck[sc]].action = NVF_QUANTIZE_DROP;
     }
     for (size_t i = 0; i < r->n; i++) {
         qf_item *it = &r->items[i];
