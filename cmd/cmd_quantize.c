@@ -46,10 +46,12 @@ static const cli_spec k_spec = {
     .details =
         "A tensor X [r, c] (F32, F16, BF16, F8_E4M3, F8_E5M2; c a multiple of 16) becomes\n"
         "X (U8 [r, c/2]), X_scale (F8_E4M3 [r, c/16], linear) and X_scale_2 (F32, shape []).\n"
-        "F8_E4M3 X with X_scale_inv is an FP8-block source: dequantized to BF16 first, its\n"
-        "X_scale_inv dropped. Gate/up (w1/w3) and q/k/v projections of one module share one\n"
-        "global scale. Other tensors, and every scale tensor, are copied unchanged. The recipe\n"
-        "(--recipe) supplies the quantization keys; each flag below overrides one.\n"
+        "F8_E4M3 X with X_scale_inv (FP8 block scales; --weight-block-size) or a per-tensor\n"
+        "weight_scale is dequantized to BF16 first and that scale dropped; a scale that does\n"
+        "not fit its tensor is bad input (exit 3). Gate/up (w1/w3) and q/k/v projections of\n"
+        "one module share one global scale. Other tensors (scales, empty tensors, ...) are\n"
+        "copied unchanged. The recipe (--recipe) supplies the quantization keys; each flag\n"
+        "below overrides one.\n"
         "OUT is written as OUT.tmp and renamed when complete. OUT may not be IN (also through a\n"
         "link) and may not exist unless --force. SIGINT/SIGTERM stop it (exit 5, no OUT.tmp\n"
         "left, OUT untouched).\n",
@@ -132,7 +134,7 @@ static cJSON *summary_json(const nvf_quantize_file_options *o, const nvf_quantiz
                                 : t->action == NVF_QUANTIZE_KEEP ? "kept"
                                                                  : "dropped");
         if (t->action == NVF_QUANTIZE_QUANT) {
-            cJSON_AddStringToObject(e, "source", t->fp8_scaled ? "fp8-block" : "plain");
+            cJSON_AddStringToObject(e, "source", t->source);
             cJSON_AddStringToObject(e, "group", t->group);
             cJSON_AddNumberToObject(e, "amax", t->amax);
             cJSON_AddNumberToObject(e, "global_scale", t->gs);

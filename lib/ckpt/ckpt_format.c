@@ -285,7 +285,8 @@ static void gather_evidence(const nvf_ckpt *ck, name_evidence *ev) {
 static void from_evidence(nvf_ckpt_quant *q, const name_evidence *ev) {
     if (ev->scale_inv > 0) {
         q->format = NVF_CKPT_FORMAT_FP8_BLOCK;
-        q->block[0] = q->block[1] = 128;
+        if (q->block[0] <= 0) /* not given to nvf_ckpt_open_fp8_block */
+            q->block[0] = q->block[1] = 128;
         q->source = "tensor names";
     } else if (ev->packed_global > 0) {
         q->format = NVF_CKPT_FORMAT_NVFP4_CT;

@@ -296,10 +296,18 @@ static int set_dir_of_file(nvf_ckpt *ck, const char *path) {
 }
 
 int nvf_ckpt_open(nvf_ckpt **out, const char *path) {
+    return nvf_ckpt_open_fp8_block(out, path, NULL);
+}
+
+int nvf_ckpt_open_fp8_block(nvf_ckpt **out, const char *path, const int64_t *block) {
     *out = NULL;
     nvf_ckpt *ck = calloc(1, sizeof *ck);
     if (!ck)
         return nvf_error_set(NVF_E_NOMEM, "no memory");
+    if (block && block[0] > 0 && block[1] > 0) {
+        ck->quant.block[0] = block[0];
+        ck->quant.block[1] = block[1];
+    }
     int rc = NVF_OK;
     nvf_st_index *idx = NULL;
     struct stat st;

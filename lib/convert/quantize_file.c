@@ -106,8 +106,8 @@ static int is_block_scale(const nvf_st_tensor *scale) {
 
 /*
  * The FP8 scale rule of inspect and convert, applied to a source that carries its scale: the
- * checkpoint already enforced it on `*.weight` tensors when it opened; this covers every other
- * name and the --weight-block-size geometry. A scale that does not fit is bad input (exit 3).
+ * checkpoint enforced it on `*.weight` tensors when it opened (with the block size asked for);
+ * this covers every other name. A scale that does not fit is bad input (exit 3).
  */
 static int check_fp8_scale(const nvf_quant_source *s, const char *name) {
     int rc = nvf_quant_source_check(s, name);
@@ -135,10 +135,10 @@ static void fp8_view(nvf_quant_source *s, const qf_run *r, const nvf_st_tensor *
     s->scale_dtype = sc->dtype;
     s->scale_numel = sc->numel;
     if (is_block_scale(sc)) {
-        const int64_t *ckb = r->ck->quant.block;
-        const int64_t *b = r->opt->block[0] > 0 ? r->opt->block : ckb[0] > 0 ? ckb : NULL;
-        s->block_rows = b ? b[0] : 128;
-        s->block_cols = b ? b[1] : 128;
+        /* the size asked for, else the checkpoint's: the one its scales were checked with */
+        const int64_t *b = r->ck->quant.block;
+        s->block_rows = b[0] > 0 ? b[0] : 128;
+        s->block_cols = b[1] > 0 ? b[1] : 128;
     } else {
         /* per tensor: one block the size of the matrix */
         s->block_rows = s->rows > 0 ? s->rows : 1;
@@ -148,8 +148,9 @@ static void fp8_view(nvf_quant_source *s, const qf_run *r, const nvf_st_tensor *
 
 /*
  * Make item `i` a quantization source: 0; NVF_E_SHAPE or NVF_E_UNSUPPORTED (message set) when
- * the tensor cannot be quantized (dtype, dimensions, last dimension, a scale itself); or, with
- * *bad set, the error of an FP8 scale that does not fit its tensor: bad input whatever was asked.
+ * the tensor cannot be quantized (dtype, dimensions, last dimension, empty, a scale itself); or,
+ * with *bad set, the error of an FP8 scale that does not fit its tensor: bad input whatever was
+ * asked.
  */
 static int make_source(qf_run *r, size_t i, int *bad) {
     qf_item *it = &r->items[i];
@@ -170,6 +171,8 @@ static int make_source(qf_run *r, size_t i, int *bad) {
     it->src.rows = t->shape[0];
     it->src.cols = t->shape[1];
     int rc = nvf_quant_source_check(&it->src, t->name);
+    if (rc == NVF_OK && t->numel == 0) /* never sized by its other dimension */
+        rc = nvf_error_set(NVF_E_SHAPE, "tensor '%s': empty, copied as it is", t->name);
     if (rc != NVF_OK || t->dtype != NVF_DTYPE_F8_E4M3 || ct->scale == NVF_CKPT_NONE)
         return rc;
     fp8_view(&it->src, r, r->ck->tensors[ct->scale].st);
@@ -225,10 +228,14 @@ static int plan_all(qf_run *r) {
 static int plan_outputs(qf_run *r, const size_t *item_of_ck) {
     nvf_quantize_file_tensor *ts = r->sum->tensors;
     for (size_t i = 0; i < r->n; i++) {
-        if (ts[i].action == NVF_QUANTIZE_QUANT && r->items[i].src.scale) {
-            ts[i].fp8_scaled = 1;
-            ts[item_of_ck[r->ck->tensors[r->items[i].ck].scale]].action = NVF_QUANTIZE_DROP;
-        }
+        if (ts[i].action != NVF_QUANTIZE_QUANT)
+            continue;
+        ts[i].source = "plain";
+        if (!r->items[i].src.scale)
+            continue;
+        size_t sc = r->ck->tensors[r->items[i].ck].scale;
+        ts[i].source = is_block_scale(r->ck->tensors[sc].st) ? "fp8-block" : "fp8-tensor";
+        ts[item_of_ck[sc]].action = NVF_QUANTIZE_DROP;
     }
     for (size_t i = 0; i < r->n; i++) {
         qf_item *it = &r->items[i];
@@ -492,7 +499,7 @@ int nvf_quantize_file(nvf_quantize_file_summary *out, const nvf_quantize_file_op
     memset(out, 0, sizeof *out);
     int rc = check_output(opt);
     if (rc == NVF_OK)
-        rc = nvf_ckpt_open(&r.ck, opt->in);
+        rc = nvf_ckpt_open_fp8_block(&r.ck, opt->in, opt->block);
     if (rc == NVF_OK && !r.ck->is_file)
         rc = nvf_error_set(NVF_E_INVALID,
                            "'%s' is a directory; quantize takes one .safetensors file (convert "

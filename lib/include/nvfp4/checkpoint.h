@@ -323,6 +323,13 @@ typedef struct nvf_ckpt {
  */
 int nvf_ckpt_open(nvf_ckpt **out, const char *path);
 
+/**
+ * nvf_ckpt_open() with the FP8 block size (rows, columns) of a source whose config does not
+ * give one (a single file, or a directory whose scales are recognized by name only); NULL or
+ * non-positive values: 128 x 128. A config.json that gives the size wins.
+ */
+int nvf_ckpt_open_fp8_block(nvf_ckpt **out, const char *path, const int64_t *block);
+
 /** Close every shard and free the checkpoint; NULL is fine. */
 void nvf_ckpt_close(nvf_ckpt *ck);
 

@@ -145,10 +145,12 @@ typedef struct nvf_quantize_file_tensor {
     char *name; /* owned by the summary */
     nvf_dtype dtype;
     nvf_quantize_action action;
-    int fp8_scaled; /* NVF_QUANTIZE_QUANT: dequantized with its FP8 scale first */
-    char *group;    /* NVF_QUANTIZE_QUANT: the global-scale group key; owned; else NULL */
-    float amax;     /* NVF_QUANTIZE_QUANT: of this tensor */
-    float gs;       /* NVF_QUANTIZE_QUANT: the group's global (encode) scale */
+    /* NVF_QUANTIZE_QUANT: "plain", or "fp8-block" / "fp8-tensor" when dequantized with its FP8
+     * block or per-tensor scale first; static */
+    const char *source;
+    char *group; /* NVF_QUANTIZE_QUANT: the global-scale group key; owned; else NULL */
+    float amax;  /* NVF_QUANTIZE_QUANT: of this tensor */
+    float gs;    /* NVF_QUANTIZE_QUANT: the group's global (encode) scale */
 } nvf_quantize_file_tensor;
 
 typedef struct nvf_quantize_file_summary {

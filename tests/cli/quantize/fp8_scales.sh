@@ -53,6 +53,12 @@ nothing_written "w [3,3]"
 "$NVFP4TOOL" quantize "$tmp/in.safetensors" "$tmp/out.safetensors" --quiet --json \
     --weight-block-size 64,64 >"$tmp/w.json"
 rm "$tmp/out.safetensors"
+mk "$tmp/in.safetensors" "$w" "F32" "[3,3]"
+"$NVFP4TOOL" quantize "$tmp/in.safetensors" "$tmp/out.safetensors" --quiet --json \
+    --weight-block-size 64,64 >"$tmp/w64.json"
+rm "$tmp/out.safetensors"
+expect 3 "needs 4" -- "$NVFP4TOOL" quantize "$tmp/in.safetensors" "$tmp/out.safetensors" \
+    --quiet --weight-block-size 128,128
 # Weights whose scales are in another shard: exit 3, as inspect.
 shard=$NVFP4_TESTDATA/hf/deepseekv3-fp8/model-00002-of-00003.safetensors
 expect 3 "has no scale tensor" -- "$NVFP4TOOL" inspect "$shard" --quiet
@@ -67,6 +73,19 @@ mk "$tmp/odd.safetensors" "$w" F32 "[2]" 100
 expect 2 "'${w}_scale_inv' cannot be quantized: .*is a quantization scale" -- \
     "$NVFP4TOOL" quantize "$tmp/good.safetensors" "$tmp/out.safetensors" --quiet \
     --tensor "${w}_scale_inv"
+# An FP8 weight with a per-tensor weight_scale: dequantized with it (1.0 * 0.5: amax 0.5, gs =
+# 256 * 6 / 0.5), weight_scale consumed, input_scale kept.
+"$NVFP4_PYTHON" - "$here" "$tmp/pt.safetensors" <<'PY'
+import struct, sys
+sys.path.insert(0, sys.argv[1])
+from ref_quant import st_write
+st_write(sys.argv[2], {
+    "x.weight": ("F8_E4M3", [1, 16], bytes([0x38] * 16)),
+    "x.weight_scale": ("F32", [], struct.pack("<f", 0.5)),
+    "x.input_scale": ("F32", [], struct.pack("<f", 1.0)),
+})
+PY
+"$NVFP4TOOL" quantize "$tmp/pt.safetensors" "$tmp/p.safetensors" --quiet --json >"$tmp/p.json"
 "$NVFP4_PYTHON" - "$tmp" "$w" <<'PY'
 import json, sys
 tmp, w = sys.argv[1], sys.argv[2]
@@ -74,8 +93,15 @@ def actions(f):
     return {t["name"]: t["action"] for t in json.load(open(f"{tmp}/{f}"))["tensors"]}
 a = actions("w.json")
 assert a == {"w": "quantized", "w_scale_inv": "dropped", "model.norm.weight": "kept"}, a
+a = actions("w64.json")
+assert a == {w: "quantized", w + "_scale_inv": "dropped", "model.norm.weight": "kept"}, a
 a = actions("g.json")
 assert a == {w: "quantized", w + "_scale_inv": "dropped", "model.norm.weight": "kept"}, a
+p = {t["name"]: t for t in json.load(open(f"{tmp}/p.json"))["tensors"]}
+assert {k: v["action"] for k, v in p.items()} == \
+    {"x.weight": "quantized", "x.weight_scale": "dropped", "x.input_scale": "kept"}, p
+assert p["x.weight"]["source"] == "fp8-tensor" and p["x.weight"]["global_scale"] == 3072.0, p
+assert json.load(open(f"{tmp}/g.json"))["tensors"][0]["source"] == "fp8-block"
 a = actions("o.json")
 assert a == {w: "kept", w + "_scale_inv": "kept", "model.norm.weight": "kept"}, a
 PY

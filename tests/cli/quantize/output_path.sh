@@ -28,6 +28,10 @@ intact "OUT a hard link of IN"
 mkdir "$tmp/d"
 expect 2 "is the input file" -- q "$tmp/in.safetensors" "$tmp/d/../in.safetensors"
 intact "OUT IN by another path"
+# IN must be one file: a checkpoint directory is for convert.
+expect 2 "is a directory; quantize takes one .safetensors file" -- \
+    q "$NVFP4_TESTDATA/hf/qwen3moe-bf16" "$tmp/dir.safetensors"
+[ ! -e "$tmp/dir.safetensors" ] || { echo "a directory IN wrote OUT" >&2; exit 1; }
 # An existing OUT: refused without --force, replaced with it.
 printf 'keep me\n' >"$tmp/out.safetensors"
 expect 2 "exists; use --force" -- q "$tmp/in.safetensors" "$tmp/out.safetensors"
