@@ -120,3 +120,11 @@ int nvf_backend_set_config(nvf_backend *b, int config, size_t chunk_bytes) {
                              b->ops->name);
     return b->ops->set_config(b, config, chunk_bytes);
 }
+
+void nvf_backend_set_group_budget(size_t bytes) {
+#ifdef NVFP4_HAVE_CUDA
+    nvf_backend_cuda_set_group_budget(bytes);
+#else
+    (void)bytes;
+#endif
+}

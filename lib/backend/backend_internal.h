@@ -41,7 +41,7 @@ struct nvf_backend {
 extern const nvf_backend_ops nvf_backend_cpu_ops;
 #ifdef NVFP4_HAVE_CUDA
 extern const nvf_backend_ops nvf_backend_cuda_ops;
-/* nvf_quant_cuda_set_group_budget of a build with CUDA */
+/* nvf_backend_set_group_budget of a build with CUDA */
 void nvf_backend_cuda_set_group_budget(size_t bytes);
 #endif
 

@@ -175,7 +175,16 @@ static int make_source(qf_run *r, size_t i, int *bad) {
         rc = nvf_error_set(NVF_E_SHAPE, "tensor '%s': empty, copied as it is", t->name);
     if (rc != NVF_OK || t->dtype != NVF_DTYPE_F8_E4M3 || ct->scale == NVF_CKPT_NONE)
         return rc;
-    fp8_view(&it->src, r, r->ck->tensors[ct->scale].st);
+    const nvf_st_tensor *sc = r->ck->tensors[ct->scale].st;
+    fp8_view(&it->src, r, sc);
+    if (is_block_scale(sc)) {
+        /* the checkpoint's one FP8-block rule (inspect and convert ask it too) */
+        rc = nvf_ckpt_check_fp8_scale(r->opt->in, t, sc, it->src.block_rows, it->src.block_cols);
+        if (rc != NVF_OK) {
+            *bad = 1;
+            return rc;
+        }
+    }
     rc = check_fp8_scale(&it->src, t->name);
     *bad = rc != NVF_OK;
     return rc;

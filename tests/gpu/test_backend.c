@@ -2,15 +2,15 @@
  * The CUDA backend against the CPU backend (nvfp4/backend.h), byte for byte: amax (status,
  * value bits and message, NaN/Inf refused and allowed), quantize (every recipe variant, the
  * group's global scale and the extreme scales 1, FLT_MAX, 1e-30), quantize_group (the
- * device-resident path and the chunked path, forced through nvf_quant_cuda_set_group_budget
+ * device-resident path and the chunked path, forced through nvf_backend_set_group_budget
  * and NVFP4_CUDA_GROUP_BUDGET; the group's gs also checked against nvf_quant_global_scale of
  * the members' nvf_quant_amax_ref) and dequant_bf16 (check_finite both ways), on hard inputs:
  * E2M1 ties, zeros, subnormal E4M3 scales, amax beyond 448*6, 1e30 / 1e-30, NaN/Inf, values
  * that overflow BF16, odd shapes (one block, one row, rows not a multiple of 128, 16*odd
  * columns, a group bigger than a staging chunk), BF16/F16/F32/E4M3/E5M2 and FP8-block sources (F32,
  * BF16 and E8M0 scales, partial edge blocks, block widths not a multiple of 16), with the default
- * staging chunk and a 4 KiB one (rows split into pieces). Also the per-call wrappers of
- * nvfp4/quant_cuda.h. The first mismatching blocks are printed in hex (at most 10). Exit 77
+ * staging chunk and a 4 KiB one (rows split into pieces). The first mismatching blocks are
+ * printed in hex (at most 10). Exit 77
  * (skip) without a GPU.
  */
 #include "check.h"
@@ -19,7 +19,6 @@
 #include "nvfp4/device.h"
 #include "nvfp4/format.h"
 #include "nvfp4/quant.h"
-#include "nvfp4/quant_cuda.h"
 #include "nvfp4/status.h"
 
 #include <float.h>
@@ -319,9 +318,9 @@ static void compare_group(const char *what, const tensor *ts, size_t n, const nv
     int rc = nvf_backend_quantize_group(g_cpu, &gc, pc, sc, srcs, names, n, p, allow);
     char mc[512];
     snprintf(mc, sizeof mc, "%s", nvf_error_last());
-    nvf_quant_cuda_set_group_budget(budget);
+    nvf_backend_set_group_budget(budget);
     int rg = nvf_backend_quantize_group(g_gpu, &gg, pg, sg, srcs, names, n, p, allow);
-    nvf_quant_cuda_set_group_budget(0);
+    nvf_backend_set_group_budget(0);
     CHECK_MSG(rc == ref_rc, "%s: cpu group status %d, reference amax %d", what, rc, ref_rc);
     CHECK_MSG(rc == rg, "%s (budget %zu): group status cpu %d gpu %d (%s)", what, budget, rc, rg,
               nvf_error_last());
@@ -507,33 +506,6 @@ static void single_cases(void) {
     tensor_free(&t);
 }
 
-/* The per-call wrappers of nvfp4/quant_cuda.h give the backend's results. */
-static void legacy_cases(void) {
-    tensor t;
-    fp8(&t, 130, 272, 128, 128, NVF_DTYPE_F32, 0, 0);
-    float ac = -1.0f, ag = -2.0f;
-    CHECK(nvf_quant_amax_ref(&ac, &t.s, 0, 1, "t") == 0);
-    CHECK_MSG(nvf_quant_amax_cuda(&ag, &t.s, 0, 0, "t") == 0, "%s", nvf_error_last());
-    CHECK(nvf_f32_bits(ac) == nvf_f32_bits(ag));
-    size_t n = (size_t)(t.s.rows * t.s.cols);
-    uint8_t *pc = malloc(n / 2), *sc = malloc(n / 16), *pg = malloc(n / 2), *sg = malloc(n / 16);
-    if (pc && sc && pg && sg) {
-        float gs = nvf_quant_global_scale(ac, 256);
-        CHECK(nvf_quant_source_ref(pc, sc, &t.s, gs, &k_variants[0], 1) == 0);
-        CHECK_MSG(nvf_quant_source_cuda(pg, sg, &t.s, gs, &k_variants[0], 0) == 0, "%s",
-                  nvf_error_last());
-        same_bytes("legacy quantize", pc, sc, pg, sg, n);
-    }
-    nvf_quant_cuda_shutdown();
-    CHECK(nvf_quant_amax_cuda(&ag, &t.s, 0, nvf_cuda_device_count(), "t") == NVF_E_DEVICE);
-    free(pc);
-    free(sc);
-    free(pg);
-    free(sg);
-    tensor_free(&t);
-    nvf_quant_cuda_shutdown();
-}
-
 int main(void) {
     if (nvf_cuda_device_count() == 0) {
         printf("test_backend: no CUDA device, skipped\n");
@@ -558,7 +530,6 @@ int main(void) {
     }
     CHECK(nvf_backend_set_config(g_gpu, -1, 0) == 0);
     big_group();
-    legacy_cases();
     nvf_backend_close(g_gpu);
     nvf_backend_close(g_cpu);
     return check_summary("test_backend");

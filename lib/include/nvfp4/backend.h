@@ -123,6 +123,15 @@ int nvf_backend_config_count(const nvf_backend *b);
  */
 int nvf_backend_set_config(nvf_backend *b, int config, size_t chunk_bytes);
 
+/**
+ * Device-memory budget in bytes of a device-resident quantize group (nvf_backend_quantize_group
+ * on a GPU): a group whose values, scales and outputs need more takes the chunked path. 0
+ * restores the default: NVFP4_CUDA_GROUP_BUDGET (bytes) from the environment when set, else a
+ * quarter of the device memory free when the backend was opened. Process-wide; for tests and
+ * tuning. Without CUDA it does nothing.
+ */
+void nvf_backend_set_group_budget(size_t bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -46,7 +46,7 @@ for bad in "F32 [3,3]" "F32 [1,1]" "F32 [0]" "I8 [4]" "I8 [2,2]"; do
 done
 # A tensor that is not a ".weight": the same rule when quantize would use its scale.
 mk "$tmp/in.safetensors" w "F32" "[3,3]"
-expect 3 "tensor 'w': block scale has 9 elements, expected 4" -- \
+expect 3 "scale tensor 'w_scale_inv' has shape \[3, 3\] (9 elements)" -- \
     "$NVFP4TOOL" quantize "$tmp/in.safetensors" "$tmp/out.safetensors" --quiet
 nothing_written "w [3,3]"
 # --weight-block-size gives the geometry: 130 x 144 in 64 x 64 blocks is 3 x 3.
