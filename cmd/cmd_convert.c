@@ -24,7 +24,7 @@ static cli_common g_common;
 static cli_list g_include, g_exclude;
 static const char *g_target, *g_max_shard, *g_input_amax, *g_max_host, *g_devices;
 static const char *g_method, *g_error, *g_domain, *g_e4m3_max, *g_scale_layout, *g_ep;
-static int g_keep_source, g_resume, g_force, g_allow_nonfinite, g_allow_empty;
+static int g_keep_source, g_resume, g_force, g_allow_nonfinite, g_allow_empty, g_no_follow;
 
 static const cli_opt k_opts[] = {
     {"target", "FORMAT", CLI_STRING, &g_target,
@@ -59,6 +59,9 @@ static const cli_opt k_opts[] = {
      "convert even when the scope quantizes no tensor (default: exit 2)"},
     {"devices", "LIST", CLI_STRING, &g_devices,
      "spread tensors over these devices: GPU ordinals or cpu, e.g. 0,1 (overrides --device)"},
+    {"no-follow-outside", NULL, CLI_FLAG, &g_no_follow,
+     "a file of SRC linking outside SRC (and its Hugging Face cache repo) is an error (exit 3), "
+     "not a warning"},
 };
 
 #define MAX_DEVICES 64
@@ -111,7 +114,10 @@ static const cli_spec k_spec = {
         "Progress counts source tensor bytes read (or reused) and their rate, like the summary's\n"
         "GB/s. SIGINT/SIGTERM stop cleanly (exit 5), keeping the finished shards; --resume\n"
         "continues from them (hashed again), and finds a complete DST complete (nothing is\n"
-        "rewritten).\n",
+        "rewritten).\n"
+        "Links in SRC are followed; one pointing outside SRC (and outside the Hugging Face cache\n"
+        "repository holding SRC) is named in a warning, or is an error with --no-follow-outside\n"
+        "(exit 3, before DST is touched).\n",
     .opts = k_opts,
     .n_opts = sizeof k_opts / sizeof k_opts[0],
     .min_pos = 2,
@@ -247,6 +253,7 @@ int cmd_convert(int argc, char **argv) {
     o.input_amax_path = g_input_amax;
     o.resume = g_resume;
     o.force = g_force;
+    o.no_follow_outside = g_no_follow;
     o.threads = (int)g_common.threads;
     o.max_host_memory = host;
     o.allow_nonfinite = g_allow_nonfinite;

@@ -57,6 +57,20 @@ const cJSON *ckpt_config_get(const nvf_ckpt *ck, const char *key) {
     return v && !cJSON_IsNull(v) ? v : NULL;
 }
 
+int ckpt_config_warn_type(nvf_ckpt *ck, const char *key, const cJSON *v, const char *expected) {
+    /* The value as written (cJSON prints numbers back the way it read them, 1e300 as 1e+300),
+     * cut so that a large object does not flood the report. */
+    char *text = cJSON_PrintUnformatted(v);
+    const char *where =
+        cJSON_GetObjectItemCaseSensitive(ck->config, key) == v ? "" : "text_config.";
+    size_t len = text ? strlen(text) : 0;
+    int rc =
+        ckpt_warn(ck, "config.json %s%s is %.*s%s, expected %s: ignored", where, key,
+                  len > 60 ? 57 : (int)len, text ? text : "?", len > 60 ? "..." : "", expected);
+    free(text);
+    return rc;
+}
+
 size_t nvf_ckpt_find_index(const nvf_ckpt *ck, const char *name) {
     size_t lo = 0, hi = ck->n_tensors;
     while (lo < hi) {

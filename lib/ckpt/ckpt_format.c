@@ -230,6 +230,10 @@ static int from_config(nvf_ckpt *ck) {
                            m, q->quant_algo ? q->quant_algo : "");
         return rc;
     }
+    /* Not an object (an array, a string): no quantization is read from it, said once. */
+    if (qc && !cJSON_IsNull(qc) &&
+        (rc = ckpt_config_warn_type(ck, "quantization_config", qc, "an object")) != NVF_OK)
+        return rc;
     const cJSON *hq = ck->hf_quant_config
                           ? cJSON_GetObjectItemCaseSensitive(ck->hf_quant_config, "quantization")
                           : NULL;

@@ -20,6 +20,13 @@ int ckpt_warn(nvf_ckpt *ck, const char *fmt, ...) __attribute__((format(printf, 
 /** The config.json value `key` at the top level or under "text_config"; NULL if absent. */
 const cJSON *ckpt_config_get(const nvf_ckpt *ck, const char *key);
 
+/**
+ * Warn that config.json field `key` (value `v`, from ckpt_config_get) is not of the type the
+ * reader needs: the warning names the field, its value and `expected` ("a boolean", ...), and
+ * the field is then read as absent. @return 0 or NVF_E_NOMEM.
+ */
+int ckpt_config_warn_type(nvf_ckpt *ck, const char *key, const cJSON *v, const char *expected);
+
 /** Classify every tensor, link scales to weights, detect the format, check FP8 block scales. */
 int ckpt_detect_format(nvf_ckpt *ck);
 

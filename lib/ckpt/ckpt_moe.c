@@ -18,6 +18,7 @@
 #include "nvfp4/status.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,45 +177,80 @@ static int cmp_rec(const void *a, const void *b) {
     return (x->proj > y->proj) - (x->proj < y->proj);
 }
 
-static int64_t cfg_int(const nvf_ckpt *ck, const char *key) {
+/* Integer fields are read as exact non-negative integers up to 2^53 (an expert count up to
+ * MAX_EXPERTS): anything else ("eight", -8, 1e300, 8.5) is a warning and reads as absent (-1). */
+static int cfg_int(nvf_ckpt *ck, const char *key, int64_t max, int64_t *out) {
     const cJSON *v = ckpt_config_get(ck, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0 ||
-        v->valuedouble != (double)(int64_t)v->valuedouble)
-        return -1;
-    return (int64_t)v->valuedouble;
+    *out = -1;
+    if (!v)
+        return NVF_OK;
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > (double)max ||
+        v->valuedouble != (double)(int64_t)v->valuedouble) {
+        char expected[64];
+        snprintf(expected, sizeof expected, "an integer from 0 to %" PRId64, max);
+        return ckpt_config_warn_type(ck, key, v, expected);
+    }
+    *out = (int64_t)v->valuedouble;
+    return NVF_OK;
 }
 
-static void cfg_str(const nvf_ckpt *ck, const char *key, char *buf, size_t len) {
+static int cfg_str(nvf_ckpt *ck, const char *key, char *buf, size_t len) {
     const cJSON *v = ckpt_config_get(ck, key);
     buf[0] = '\0';
-    if (cJSON_IsString(v))
-        snprintf(buf, len, "%s", v->valuestring);
+    if (!v)
+        return NVF_OK;
+    if (!cJSON_IsString(v))
+        return ckpt_config_warn_type(ck, key, v, "a string");
+    snprintf(buf, len, "%s", v->valuestring);
+    return NVF_OK;
 }
 
-static void read_config(const nvf_ckpt *ck, nvf_moe_config *c) {
+static int read_config(nvf_ckpt *ck, nvf_moe_config *c) {
     static const char *const count_keys[] = {"num_experts", "num_local_experts",
                                              "n_routed_experts"};
+    const struct {
+        const char *key;
+        int64_t *out;
+    } ints[] = {
+        {"num_experts_per_tok", &c->top_k},
+        {"n_group", &c->n_group},
+        {"topk_group", &c->topk_group},
+        {"first_k_dense_replace", &c->first_k_dense_replace},
+        {"hidden_size", &c->hidden_size},
+        {"moe_intermediate_size", &c->moe_intermediate_size},
+        {"intermediate_size", &c->intermediate_size},
+        {"n_shared_experts", &c->n_shared_experts},
+    };
+    const int64_t max_int = (int64_t)1 << 53;
+    /* ckpt_config_get looks under text_config only when it is an object */
+    const cJSON *text =
+        ck->config ? cJSON_GetObjectItemCaseSensitive(ck->config, "text_config") : NULL;
+    int rc = text && !cJSON_IsNull(text) && !cJSON_IsObject(text)
+                 ? ckpt_config_warn_type(ck, "text_config", text, "an object")
+                 : NVF_OK;
     c->n_experts = -1;
     c->n_experts_key = NULL;
-    for (size_t i = 0; i < 3 && c->n_experts < 0; i++) {
-        c->n_experts = cfg_int(ck, count_keys[i]);
+    for (size_t i = 0; i < 3 && c->n_experts < 0 && rc == NVF_OK; i++) {
+        rc = cfg_int(ck, count_keys[i], MAX_EXPERTS, &c->n_experts);
         if (c->n_experts >= 0)
             c->n_experts_key = count_keys[i];
     }
-    c->top_k = cfg_int(ck, "num_experts_per_tok");
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && rc == NVF_OK; i++)
+        rc = cfg_int(ck, ints[i].key, max_int, ints[i].out);
     const cJSON *norm = ckpt_config_get(ck, "norm_topk_prob");
     c->norm_topk_prob = cJSON_IsBool(norm) ? cJSON_IsTrue(norm) : -1;
+    if (rc == NVF_OK && norm && !cJSON_IsBool(norm))
+        rc = ckpt_config_warn_type(ck, "norm_topk_prob", norm, "true or false");
     const cJSON *rsf = ckpt_config_get(ck, "routed_scaling_factor");
-    c->routed_scaling_factor = cJSON_IsNumber(rsf) ? rsf->valuedouble : -1.0;
-    c->n_group = cfg_int(ck, "n_group");
-    c->topk_group = cfg_int(ck, "topk_group");
-    c->first_k_dense_replace = cfg_int(ck, "first_k_dense_replace");
-    c->hidden_size = cfg_int(ck, "hidden_size");
-    c->moe_intermediate_size = cfg_int(ck, "moe_intermediate_size");
-    c->intermediate_size = cfg_int(ck, "intermediate_size");
-    c->n_shared_experts = cfg_int(ck, "n_shared_experts");
-    cfg_str(ck, "hidden_act", c->hidden_act, sizeof c->hidden_act);
-    cfg_str(ck, "scoring_func", c->scoring_func, sizeof c->scoring_func);
+    int rsf_ok = cJSON_IsNumber(rsf) && rsf->valuedouble > 0 && isfinite(rsf->valuedouble);
+    c->routed_scaling_factor = rsf_ok ? rsf->valuedouble : -1.0;
+    if (rc == NVF_OK && rsf && !rsf_ok)
+        rc = ckpt_config_warn_type(ck, "routed_scaling_factor", rsf, "a positive number");
+    if (rc == NVF_OK)
+        rc = cfg_str(ck, "hidden_act", c->hidden_act, sizeof c->hidden_act);
+    if (rc == NVF_OK)
+        rc = cfg_str(ck, "scoring_func", c->scoring_func, sizeof c->scoring_func);
+    return rc;
 }
 
 /* Per-expert layers: H, I, present and missing experts; shape disagreements are warnings. */
@@ -456,8 +492,7 @@ static int cmp_layer(const void *a, const void *b) {
 int ckpt_discover_moe(nvf_ckpt *ck) {
     nvf_moe *m = &ck->moe;
     acc a = {0};
-    int rc = NVF_OK;
-    read_config(ck, &m->config);
+    int rc = read_config(ck, &m->config);
     for (size_t i = 0; i < ck->n_tensors && rc == NVF_OK; i++)
         rc = scan_tensor(ck, &a, i);
     if (rc == NVF_OK && a.n > 0) {
@@ -492,8 +527,10 @@ int ckpt_discover_moe(nvf_ckpt *ck) {
     if (m->n_layers > 1)
         qsort(m->layers, m->n_layers, sizeof *m->layers, cmp_layer);
     nvf_moe_config *c = &m->config;
-    const cJSON *topk_method = ckpt_config_get(ck, "topk_method");
-    int noaux = cJSON_IsString(topk_method) && strcmp(topk_method->valuestring, "noaux_tc") == 0;
+    char topk_method[32];
+    if ((rc = cfg_str(ck, "topk_method", topk_method, sizeof topk_method)) != NVF_OK)
+        return rc;
+    int noaux = strcmp(topk_method, "noaux_tc") == 0;
     /* transformers' DeepSeek-V3 config leaves scoring_func out: the correction bias implies
      * sigmoid scores (it is only defined for them). */
     if (m->n_moe == 0)

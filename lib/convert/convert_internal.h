@@ -144,9 +144,12 @@ typedef struct cv_sources {
 /**
  * The regular, non-hidden files at the top of SRC's directory. For a single-file SRC, the file
  * and the side files of its directory (every file but the other shards and their index).
- * @return 0, NVF_E_IO, NVF_E_NOMEM. Free with cv_sources_free() (also after a failure).
+ * A file that is a link to a target outside SRC (and outside the Hugging Face cache repository
+ * holding SRC) is logged as a warning, or refused when `no_follow_outside`.
+ * @return 0, NVF_E_IO, NVF_E_NOMEM; NVF_E_FORMAT naming the link and its target for a refused
+ * link. Free with cv_sources_free() (also after a failure).
  */
-int cv_sources_list(cv_sources *out, const nvf_ckpt *ck);
+int cv_sources_list(cv_sources *out, const nvf_ckpt *ck, int no_follow_outside);
 
 /** Release the lists; a zeroed struct is fine. */
 void cv_sources_free(cv_sources *s);

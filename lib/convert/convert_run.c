@@ -1,7 +1,8 @@
 /*
  * nvf_convert_run: one conversion from start to end (SPEC sections 5 and 6).
- *   1. open SRC and plan the outputs with the target (modelopt);
- *   2. list the source files; open DST (create, lock, check, clear);
+ *   1. open SRC, list its files (links outside SRC: a warning, or refused), plan the outputs
+ *      with the target (modelopt);
+ *   2. open DST (create, lock, check, clear);
  *   3. the journal key; with --resume, reuse the shards the journal recorded;
  *   4. the pipeline (compute, write, hash the sources), then remove stale shards;
  *   5. finish: index, metadata, side files, manifest;
@@ -129,9 +130,9 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
         rc = nvf_error_set(NVF_E_INVALID, "DST '%s' is the source directory", opt->dst);
         goto done;
     }
-    if ((rc = source_config(&config, ck)) != NVF_OK ||
-        (rc = r.target->plan(&r.p, ck, opt)) != NVF_OK ||
-        (rc = cv_sources_list(&r.src, ck)) != NVF_OK || (rc = cv_dst_open(&dst, opt, &r.src)) ||
+    if ((rc = cv_sources_list(&r.src, ck, opt->no_follow_outside)) != NVF_OK ||
+        (rc = source_config(&config, ck)) != NVF_OK ||
+        (rc = r.target->plan(&r.p, ck, opt)) != NVF_OK || (rc = cv_dst_open(&dst, opt, &r.src)) ||
         (rc = cv_journal_start(&r)) != NVF_OK)
         goto done;
     count_source_bytes(&r);

@@ -1,10 +1,19 @@
 /*
  * The source files of a conversion: which files it reads (the shards and the side files that
  * are copied or read as configuration) and their SHA-256 for the manifest's "source" list.
+ *
+ * A listed file may be a symbolic link. Hugging Face caches are made of them
+ * (REPO/snapshots/REV/FILE -> ../../blobs/SHA), so a link is followed silently when its target
+ * (every link resolved) is inside SRC's directory or inside the cache repository REPO that holds
+ * it (an ancestor REPO with REPO/snapshots/REV/... and a REPO/blobs directory). A link pointing
+ * anywhere else is followed with a warning naming the link and its target, or, with
+ * no_follow_outside, refused before DST is touched: its bytes would be read, hashed and copied
+ * into DST as if they were part of SRC.
  */
 #include "convert/convert_internal.h"
 
 #include "nvfp4/fileio.h"
+#include "nvfp4/log.h"
 #include "nvfp4/manifest.h"
 #include "nvfp4/status.h"
 
@@ -50,7 +59,60 @@ static int push(cv_sources *s, size_t *cap, const char *name) {
     return NVF_OK;
 }
 
-int cv_sources_list(cv_sources *out, const nvf_ckpt *ck) {
+/*
+ * Where SRC's links may point without a warning: the Hugging Face cache repository holding
+ * `real_dir` (the innermost ancestor REPO such that real_dir is under REPO/snapshots/REV and
+ * REPO/blobs is a directory), else real_dir itself. @return a new string, or NULL on no memory.
+ */
+static char *link_root(const char *real_dir) {
+    static const char marker[] = "/snapshots/";
+    const char *best = NULL;
+    for (const char *s = strstr(real_dir, marker); s; s = strstr(s + 1, marker)) {
+        if (s == real_dir || s[sizeof marker - 1] == '\0')
+            continue; /* no REPO before it, or no REV after it */
+        char *repo = strndup(real_dir, (size_t)(s - real_dir));
+        char *blobs = repo ? nvf_path_join(repo, "blobs") : NULL;
+        if (blobs && nvf_path_is_dir(blobs))
+            best = s;
+        free(blobs);
+        free(repo);
+    }
+    return best ? strndup(real_dir, (size_t)(best - real_dir)) : strdup(real_dir);
+}
+
+static int is_under(const char *path, const char *root) {
+    size_t n = strlen(root);
+    if (n == 1 && root[0] == '/')
+        return 1;
+    return strncmp(path, root, n) == 0 && path[n] == '/';
+}
+
+/* The link rule above for one listed file `full`. */
+static int check_link(const char *full, const char *root, int no_follow_outside) {
+    struct stat st;
+    if (lstat(full, &st) != 0 || !S_ISLNK(st.st_mode))
+        return NVF_OK;
+    char *target = realpath(full, NULL);
+    if (!target)
+        return nvf_error_set(NVF_E_IO, "cannot resolve the link '%s': %s", full, strerror(errno));
+    int rc = NVF_OK;
+    if (!is_under(target, root)) {
+        if (no_follow_outside)
+            rc = nvf_error_set(NVF_E_FORMAT,
+                               "'%s' is a link to '%s', outside '%s' (refused by "
+                               "--no-follow-outside)",
+                               full, target, root);
+        else
+            nvf_log(NVF_LOG_WARN,
+                    "'%s' is a link to '%s', outside '%s': followed (its bytes are read, hashed "
+                    "and, for a side file, copied); --no-follow-outside refuses it",
+                    full, target, root);
+    }
+    free(target);
+    return rc;
+}
+
+int cv_sources_list(cv_sources *out, const nvf_ckpt *ck, int no_follow_outside) {
     memset(out, 0, sizeof *out);
     size_t cap = 0;
     const char *file = NULL;
@@ -61,10 +123,19 @@ int cv_sources_list(cv_sources *out, const nvf_ckpt *ck) {
     out->dir = strdup(ck->dir);
     if (!out->dir)
         return nvf_error_set(NVF_E_NOMEM, "no memory listing '%s'", ck->path);
+    char *real_dir = realpath(ck->dir, NULL);
+    if (!real_dir)
+        return nvf_error_set(NVF_E_IO, "cannot resolve '%s': %s", ck->dir, strerror(errno));
+    char *root = link_root(real_dir);
+    free(real_dir);
+    if (!root)
+        return nvf_error_set(NVF_E_NOMEM, "no memory listing '%s'", ck->dir);
     int rc = file ? push(out, &cap, file) : NVF_OK;
     DIR *d = rc == NVF_OK ? opendir(ck->dir) : NULL;
-    if (rc == NVF_OK && !d)
+    if (rc == NVF_OK && !d) {
+        free(root);
         return nvf_error_set(NVF_E_IO, "cannot list '%s': %s", ck->dir, strerror(errno));
+    }
     struct dirent *e;
     while (rc == NVF_OK && (e = readdir(d)) != NULL) {
         /* A single file's directory may hold the other shards of its checkpoint: not read. */
@@ -78,9 +149,17 @@ int cv_sources_list(cv_sources *out, const nvf_ckpt *ck) {
     }
     if (d)
         closedir(d);
+    if (rc == NVF_OK)
+        qsort(out->names, out->n, sizeof *out->names, cmp_str);
+    for (size_t i = 0; rc == NVF_OK && i < out->n; i++) {
+        char *full = cv_sources_path(out, i);
+        rc = full ? check_link(full, root, no_follow_outside)
+                  : nvf_error_set(NVF_E_NOMEM, "no memory listing '%s'", ck->dir);
+        free(full);
+    }
+    free(root);
     if (rc != NVF_OK)
         return rc;
-    qsort(out->names, out->n, sizeof *out->names, cmp_str);
     out->bytes = calloc(out->n + 1, sizeof *out->bytes);
     out->sha = calloc(out->n + 1, sizeof *out->sha);
     if (!out->bytes || !out->sha)

@@ -65,6 +65,9 @@ typedef struct nvf_convert_options {
     volatile sig_atomic_t *stop; /* set non-zero (from a signal handler) to stop; or NULL */
     nvf_convert_progress_fn progress;
     void *progress_user;
+    /* a file of SRC that links outside SRC (and outside the Hugging Face cache repository
+     * holding it) is refused (NVF_E_FORMAT) instead of followed with a warning */
+    int no_follow_outside;
 } nvf_convert_options;
 
 /** What a conversion did (also the manifest's "summary", which holds no timings). */
