@@ -202,7 +202,9 @@ static void print_summary(const nvf_convert_options *o, const nvf_convert_summar
                (double)s->bytes_out / 1e9, secs, gbs, rss / 1e6);
         return;
     }
-    cJSON *j = nvf_convert_summary_json(s);
+    char *text = nvf_convert_summary_to_json(s);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
     if (!j) {
         fprintf(stderr, "nvfp4tool convert: error: out of memory writing the summary\n");
         return;

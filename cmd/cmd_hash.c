@@ -118,16 +118,7 @@ static int write_manifest(const char *dir, const char *path, const nvf_hash_opts
         goto done;
     if (old) {
         /* Keep what the conversion recorded; only the hashes are this run's. */
-        m->recipe = old->recipe;
-        m->target = old->target;
-        m->summary = old->summary;
-        old->recipe = old->target = old->summary = NULL;
-        m->source = old->source;
-        m->n_source = old->n_source;
-        m->cap_source = old->cap_source;
-        m->has_source = old->has_source;
-        old->source = NULL;
-        old->n_source = old->cap_source = 0;
+        nvf_manifest_move_provenance(m, old);
     }
     rc = nvf_manifest_write(path, m);
     if (rc != NVF_OK)

@@ -45,12 +45,13 @@ int ckpt_warn(nvf_ckpt *ck, const char *fmt, ...) {
 }
 
 const cJSON *ckpt_config_get(const nvf_ckpt *ck, const char *key) {
-    if (!ck->config)
+    const cJSON *cfg = nvf_ckpt_config_doc(ck);
+    if (!cfg)
         return NULL;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(ck->config, key);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
     if (v && !cJSON_IsNull(v))
         return v;
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(ck->config, "text_config");
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(cfg, "text_config");
     if (!cJSON_IsObject(text))
         return NULL;
     v = cJSON_GetObjectItemCaseSensitive(text, key);

@@ -228,8 +228,9 @@ static int same_json(const cJSON *a, cJSON *b) {
 static int records_this(cv_run *r, const nvf_manifest *m, cv_out **by_name) {
     const cv_plan *p = r->p;
     char *rj = nvf_recipe_to_json(r->opt->recipe);
-    int ok = rj && same_json(m->recipe, cJSON_Parse(rj)) &&
-             same_json(m->target, r->target->manifest_target()) && m->n_source == r->src.n &&
+    const nvf_manifest_priv *pm = nvf_manifest_priv_of_const(m);
+    int ok = rj && same_json(pm->recipe, cJSON_Parse(rj)) &&
+             same_json(pm->target, r->target->manifest_target()) && m->n_source == r->src.n &&
              m->n_tensors == p->n_outs;
     free(rj);
     for (size_t i = 0; ok && i < r->src.n; i++) {

@@ -139,10 +139,11 @@ static nvf_manifest *sample(void) {
                                   0) == NVF_OK);
     CHECK(nvf_manifest_add_tensor(m, "a.scale", "rank-00000-of-00002/model.safetensors", "F32", 0,
                                   shape, 0xffffffffu) == NVF_OK);
-    m->recipe = cJSON_Parse("{\"version\": 1, \"quant\": {\"method\": \"4over6\", "
-                            "\"e4m3_max\": 448, \"ratio\": 0.1, \"big\": 1e300}}");
-    m->target = cJSON_Parse("{\"format\": \"modelopt\", \"layout\": null}");
-    m->summary =
+    nvf_manifest_priv_of(m)->recipe =
+        cJSON_Parse("{\"version\": 1, \"quant\": {\"method\": \"4over6\", "
+                    "\"e4m3_max\": 448, \"ratio\": 0.1, \"big\": 1e300}}");
+    nvf_manifest_priv_of(m)->target = cJSON_Parse("{\"format\": \"modelopt\", \"layout\": null}");
+    nvf_manifest_priv_of(m)->summary =
         cJSON_Parse("{\"tensors\": {\"converted\": 3, \"kept\": []}, \"name\": \"\\u00e9\"}");
     return m;
 }
@@ -178,12 +179,15 @@ static void test_round_trip(void) {
         CHECK_EQ_U64(r->tensors[2].shape[1], 16);
         CHECK_EQ_U64(r->tensors[2].crc32, 0xcbf43926u);
         CHECK_EQ_STR(r->tool_version, m->tool_version);
-        const cJSON *q = cJSON_GetObjectItemCaseSensitive(r->recipe, "quant");
+        const cJSON *q = cJSON_GetObjectItemCaseSensitive(nvf_manifest_priv_of(r)->recipe, "quant");
         CHECK(cJSON_GetObjectItemCaseSensitive(q, "ratio")->valuedouble == 0.1);
         CHECK(cJSON_GetObjectItemCaseSensitive(q, "big")->valuedouble == 1e300);
-        CHECK_EQ_STR(cJSON_GetObjectItemCaseSensitive(r->target, "format")->valuestring,
+        CHECK_EQ_STR(cJSON_GetObjectItemCaseSensitive(nvf_manifest_priv_of(r)->target, "format")
+                         ->valuestring,
                      "modelopt");
-        CHECK_EQ_STR(cJSON_GetObjectItemCaseSensitive(r->summary, "name")->valuestring, "\xc3\xa9");
+        CHECK_EQ_STR(
+            cJSON_GetObjectItemCaseSensitive(nvf_manifest_priv_of(r)->summary, "name")->valuestring,
+            "\xc3\xa9");
 
         /* Re-serializing what was read gives the same bytes. */
         char *file = NULL, *again = NULL;
@@ -213,7 +217,8 @@ static void test_round_trip(void) {
     nvf_manifest *e = nvf_manifest_new();
     CHECK(nvf_manifest_write(path, e) == NVF_OK);
     CHECK(nvf_manifest_read(&r, path) == NVF_OK);
-    CHECK(r && !r->has_source && !r->recipe && !r->target && !r->summary && r->n_files == 0);
+    CHECK(r && !r->has_source && !nvf_manifest_priv_of(r)->recipe &&
+          !nvf_manifest_priv_of(r)->target && !nvf_manifest_priv_of(r)->summary && r->n_files == 0);
     nvf_manifest_free(r);
     nvf_manifest_free(e);
     nvf_manifest_free(m);
@@ -279,8 +284,8 @@ static void test_writer_rejects(void) {
     nvf_manifest_free(m);
 
     m = nvf_manifest_new();
-    m->summary = cJSON_CreateObject();
-    cJSON_AddNumberToObject(m->summary, "nan", 0.0 / 0.0);
+    nvf_manifest_priv_of(m)->summary = cJSON_CreateObject();
+    cJSON_AddNumberToObject(nvf_manifest_priv_of(m)->summary, "nan", 0.0 / 0.0);
     CHECK(nvf_manifest_to_string(&text, &len, m) == NVF_E_INVALID);
     CHECK_CONTAINS(nvf_error_last(), "NaN/Inf");
     nvf_manifest_free(m);
