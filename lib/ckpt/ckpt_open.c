@@ -4,6 +4,7 @@
  */
 #include "ckpt/ckpt_internal.h"
 
+#include "io/json_strict.h"
 #include "nvfp4/fileio.h"
 #include "nvfp4/status.h"
 
@@ -35,6 +36,10 @@ static int read_json_object(cJSON **out, const char *dir, const char *name) {
         goto done;
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!j && nvf_json_syntax_ok(text, len, 1)) {
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory to read '%s'", path);
+        goto done;
+    }
     if (!j) {
         const char *err = cJSON_GetErrorPtr();
         size_t at = err && err >= text && err <= text + len ? (size_t)(err - text) : 0;

@@ -16,6 +16,7 @@
  */
 #include "nvfp4/safetensors.h"
 
+#include "io/json_strict.h"
 #include "io/st_file.h"
 #include "io/st_json.h"
 #include "nvfp4/fileio.h"
@@ -306,6 +307,10 @@ static int parse_header(st_file *sf, const uint8_t *hdr, size_t n, const char *p
     text[n] = '\0';
     const char *end = NULL;
     root = cJSON_ParseWithLengthOpts(text, n + 1, &end, 1);
+    if (!root && nvf_json_syntax_ok(text, n, 0)) {
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory for the header of '%s'", path);
+        goto done;
+    }
     if (!root) {
         size_t at = end && end >= text && end <= text + n ? (size_t)(end - text) : n;
         rc = st_error(path, "header is not valid JSON (the parser stopped at byte %zu)", at);

@@ -3,6 +3,7 @@
  * manifest.c; every rule there is checked here, and each rejection is NVF_E_FORMAT with a
  * message "invalid manifest 'PATH': FIELD ..." naming the field (e.g. "files[3].sha256").
  */
+#include "io/json_strict.h"
 #include "io/st_json.h"
 #include "manifest/manifest_internal.h"
 #include "nvfp4/dtype.h"
@@ -397,6 +398,10 @@ int nvf_manifest_parse(nvf_manifest **out, const char *path, const char *text, s
     copy[len] = '\0';
     const char *end = NULL;
     root = cJSON_ParseWithOpts(copy, &end, 1);
+    if (!root && nvf_json_syntax_ok(copy, len, 0)) {
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory for the manifest '%s'", path);
+        goto done;
+    }
     if (!root) {
         size_t stop = end && end >= copy && end <= copy + len ? (size_t)(end - copy) : len;
         rc = bad(path, "not valid JSON (the parser stopped at byte %zu)", stop);

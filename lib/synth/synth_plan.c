@@ -4,6 +4,7 @@
  */
 #include "synth/synth_internal.h"
 
+#include "io/json_build.h"
 #include "nvfp4/status.h"
 
 #include <cjson/cJSON.h>
@@ -444,15 +445,13 @@ void nvf_synth_plan_free(nvf_synth_plan *plan) {
 
 /* config.json -------------------------------------------------------------------------------- */
 
-static cJSON *quantization_config(const nvf_synth_plan *p) {
-    cJSON *q = cJSON_CreateObject();
-    if (!q)
-        return NULL;
-    cJSON_AddStringToObject(q, "activation_scheme", "dynamic");
-    cJSON_AddStringToObject(q, "fmt", "e4m3");
+static cJSON *quantization_config(nvf_jb *b, const nvf_synth_plan *p) {
+    cJSON *q = nvf_jb_take(b, cJSON_CreateObject());
+    nvf_jb_str(b, q, "activation_scheme", "dynamic");
+    nvf_jb_str(b, q, "fmt", "e4m3");
     /* Qwen3-*-FP8 lists the modules left in BF16; DeepSeek-V3's config does not. */
     if (p->opt.preset == NVF_SYNTH_PRESET_QWEN3_MOE) {
-        cJSON *keep = cJSON_AddArrayToObject(q, "modules_to_not_convert");
+        cJSON *keep = nvf_jb_arr(b, q, "modules_to_not_convert");
         for (size_t i = 0; keep && i < p->n_tensors; i++) {
             const nvf_synth_tensor *t = &p->tensors[i];
             if (t->dtype != NVF_DTYPE_BF16)
@@ -460,26 +459,27 @@ static cJSON *quantization_config(const nvf_synth_plan *p) {
             size_t n = strlen(t->name);
             char module[SYNTH_NAME_MAX];
             snprintf(module, sizeof module, "%.*s", (int)(n > 7 ? n - 7 : n), t->name);
-            cJSON_AddItemToArray(keep, cJSON_CreateString(module));
+            nvf_jb_push(b, keep, cJSON_CreateString(module));
         }
     }
-    cJSON_AddStringToObject(q, "quant_method", "fp8");
+    nvf_jb_str(b, q, "quant_method", "fp8");
     if (p->opt.scale_fmt == NVF_SYNTH_SCALE_UE8M0)
-        cJSON_AddStringToObject(q, "scale_fmt", "ue8m0");
+        nvf_jb_str(b, q, "scale_fmt", "ue8m0");
     const int block[2] = {SYNTH_FP8_BLOCK, SYNTH_FP8_BLOCK};
-    cJSON_AddItemToObject(q, "weight_block_size", cJSON_CreateIntArray(block, 2));
+    nvf_jb_put(b, q, "weight_block_size", cJSON_CreateIntArray(block, 2));
     return q;
 }
 
-#define NUM(key, v)  cJSON_AddNumberToObject(c, key, (double)(v))
-#define STR(key, v)  cJSON_AddStringToObject(c, key, v)
-#define BOOL(key, v) cJSON_AddBoolToObject(c, key, v)
+#define NUM(key, v)  nvf_jb_num(b, c, key, (double)(v))
+#define STR(key, v)  nvf_jb_str(b, c, key, v)
+#define BOOL(key, v) nvf_jb_bool(b, c, key, v)
+#define NUL(key)     nvf_jb_null(b, c, key)
 
 /* Qwen3-30B-A3B's config.json fields, in its (sorted) order. */
-static void qwen3_config(cJSON *c, const nvf_synth_plan *p) {
+static void qwen3_config(nvf_jb *b, cJSON *c, const nvf_synth_plan *p) {
     const nvf_synth_options *o = &p->opt;
     const char *arch = "Qwen3MoeForCausalLM";
-    cJSON_AddItemToObject(c, "architectures", cJSON_CreateStringArray(&arch, 1));
+    nvf_jb_put(b, c, "architectures", cJSON_CreateStringArray(&arch, 1));
     BOOL("attention_bias", 0);
     NUM("attention_dropout", 0.0);
     NUM("bos_token_id", 256);
@@ -492,7 +492,7 @@ static void qwen3_config(cJSON *c, const nvf_synth_plan *p) {
     NUM("intermediate_size", o->intermediate);
     NUM("max_position_embeddings", 40960);
     NUM("max_window_layers", o->layers);
-    cJSON_AddArrayToObject(c, "mlp_only_layers");
+    nvf_jb_arr(b, c, "mlp_only_layers");
     STR("model_type", "qwen3_moe");
     NUM("moe_intermediate_size", o->moe_intermediate);
     BOOL("norm_topk_prob", 1);
@@ -503,12 +503,12 @@ static void qwen3_config(cJSON *c, const nvf_synth_plan *p) {
     NUM("num_key_value_heads", p->kv_heads);
     BOOL("output_router_logits", 0);
     if (o->dtype == NVF_SYNTH_DTYPE_FP8_BLOCK)
-        cJSON_AddItemToObject(c, "quantization_config", quantization_config(p));
+        nvf_jb_put(b, c, "quantization_config", quantization_config(b, p));
     NUM("rms_norm_eps", 1e-6);
-    cJSON_AddNullToObject(c, "rope_scaling");
+    NUL("rope_scaling");
     NUM("rope_theta", 1000000.0);
     NUM("router_aux_loss_coef", 0.001);
-    cJSON_AddNullToObject(c, "sliding_window");
+    NUL("sliding_window");
     BOOL("tie_word_embeddings", 0);
     STR("torch_dtype", "bfloat16");
     STR("transformers_version", "4.51.0");
@@ -518,10 +518,10 @@ static void qwen3_config(cJSON *c, const nvf_synth_plan *p) {
 }
 
 /* DeepSeek-V3's config.json fields (without auto_map: no modeling code ships here). */
-static void deepseek_config(cJSON *c, const nvf_synth_plan *p) {
+static void deepseek_config(nvf_jb *b, cJSON *c, const nvf_synth_plan *p) {
     const nvf_synth_options *o = &p->opt;
     const char *arch = "DeepseekV3ForCausalLM";
-    cJSON_AddItemToObject(c, "architectures", cJSON_CreateStringArray(&arch, 1));
+    nvf_jb_put(b, c, "architectures", cJSON_CreateStringArray(&arch, 1));
     BOOL("attention_bias", 0);
     NUM("attention_dropout", 0.0);
     NUM("aux_loss_alpha", 0.001);
@@ -552,18 +552,16 @@ static void deepseek_config(cJSON *c, const nvf_synth_plan *p) {
     NUM("qk_nope_head_dim", p->qk_nope);
     NUM("qk_rope_head_dim", p->qk_rope);
     if (o->dtype == NVF_SYNTH_DTYPE_FP8_BLOCK)
-        cJSON_AddItemToObject(c, "quantization_config", quantization_config(p));
+        nvf_jb_put(b, c, "quantization_config", quantization_config(b, p));
     NUM("rms_norm_eps", 1e-6);
-    cJSON *rope = cJSON_AddObjectToObject(c, "rope_scaling");
-    if (rope) {
-        cJSON_AddNumberToObject(rope, "beta_fast", 32);
-        cJSON_AddNumberToObject(rope, "beta_slow", 1);
-        cJSON_AddNumberToObject(rope, "factor", 40);
-        cJSON_AddNumberToObject(rope, "mscale", 1.0);
-        cJSON_AddNumberToObject(rope, "mscale_all_dim", 1.0);
-        cJSON_AddNumberToObject(rope, "original_max_position_embeddings", 4096);
-        cJSON_AddStringToObject(rope, "type", "yarn");
-    }
+    cJSON *rope = nvf_jb_obj(b, c, "rope_scaling");
+    nvf_jb_num(b, rope, "beta_fast", 32);
+    nvf_jb_num(b, rope, "beta_slow", 1);
+    nvf_jb_num(b, rope, "factor", 40);
+    nvf_jb_num(b, rope, "mscale", 1.0);
+    nvf_jb_num(b, rope, "mscale_all_dim", 1.0);
+    nvf_jb_num(b, rope, "original_max_position_embeddings", 4096);
+    nvf_jb_str(b, rope, "type", "yarn");
     NUM("rope_theta", 10000);
     NUM("routed_scaling_factor", 2.5);
     STR("scoring_func", "sigmoid");
@@ -581,16 +579,19 @@ static void deepseek_config(cJSON *c, const nvf_synth_plan *p) {
 #undef NUM
 #undef STR
 #undef BOOL
+#undef NUL
 
 char *nvf_synth_config_json(const nvf_synth_plan *plan) {
-    cJSON *c = cJSON_CreateObject();
-    if (!c)
-        return NULL;
+    nvf_jb b = {0};
+    cJSON *c = nvf_jb_take(&b, cJSON_CreateObject());
     if (plan->opt.preset == NVF_SYNTH_PRESET_DEEPSEEK_V3)
-        deepseek_config(c, plan);
+        deepseek_config(&b, c, plan);
     else
-        qwen3_config(c, plan);
-    char *text = cJSON_Print(c);
+        qwen3_config(&b, c, plan);
+    c = nvf_jb_done(&b, c);
+    char *text = c ? cJSON_Print(c) : NULL;
     cJSON_Delete(c);
+    if (!text)
+        nvf_error_set(NVF_E_NOMEM, "no memory for config.json");
     return text;
 }
