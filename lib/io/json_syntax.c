@@ -4,7 +4,7 @@
  *   1. an optional UTF-8 byte order mark, then one value between optional whitespace (bytes
  *      1 to 32, as cJSON skips them);
  *   2. objects and arrays nested at most CJSON_NESTING_LIMIT deep;
- *   3. RFC 8259 numbers of at most 63 characters (cJSON copies a number into 64 bytes);
+ *   3. RFC 8259 numbers, of any length (the cJSON built here reads them whole);
  *   4. strings (raw control bytes kept, as cJSON does) whose escapes are \" \\ \/ \b \f \n \r \t or
  * \uXXXX forming valid UTF-16 (a high surrogate followed by a low one; no lone low surrogate). Text
  * that passes and that cJSON still refused was refused for want of memory.
@@ -93,7 +93,7 @@ static int number_ok(cursor *c) {
         if (!digits(c))
             return 0;
     }
-    return c->p - s <= 63;
+    return c->p > s;
 }
 
 static int literal_ok(cursor *c, const char *word) {
