@@ -145,6 +145,7 @@ static void name_fmt(char out[SYNTH_NAME_MAX], const char *fmt, ...) {
 
 typedef struct builder {
     nvf_synth_plan *p;
+    synth_plan_priv *priv;
     size_t cap;
 } builder;
 
@@ -154,15 +155,20 @@ static int push(builder *b, const char *name, nvf_dtype dtype, int kind, int rol
     if (p->n_tensors == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 64;
         nvf_synth_tensor *t = realloc(p->tensors, cap * sizeof *t);
-        if (!t) {
+        if (t)
+            p->tensors = t;
+        synth_make *mk = t ? realloc(b->priv->make, cap * sizeof *mk) : NULL;
+        if (!mk) {
             free(keys);
             return nvf_error_set(NVF_E_NOMEM, "no memory for the tensor list");
         }
-        p->tensors = t;
+        b->priv->make = mk;
         b->cap = cap;
     }
     nvf_synth_tensor *t = &p->tensors[p->n_tensors];
+    synth_make *mk = &b->priv->make[p->n_tensors];
     memset(t, 0, sizeof *t);
+    memset(mk, 0, sizeof *mk);
     t->name = strdup(name);
     if (!t->name) {
         free(keys);
@@ -170,8 +176,8 @@ static int push(builder *b, const char *name, nvf_dtype dtype, int kind, int rol
     }
     p->n_tensors++;
     t->dtype = dtype;
-    t->kind = kind;
-    t->role = role;
+    mk->kind = kind;
+    mk->role = role;
     t->ndim = ndim;
     uint64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
@@ -180,9 +186,9 @@ static int push(builder *b, const char *name, nvf_dtype dtype, int kind, int rol
     }
     /* Every dimension is capped by resolve(), so numel stays far below 2^64. */
     t->nbytes = numel * (nvf_dtype_bits(dtype) / 8);
-    t->n_parts = n_parts;
-    t->part_keys = keys;
-    t->part_numel = n_parts ? numel / n_parts : 0;
+    mk->n_parts = n_parts;
+    mk->part_keys = keys;
+    mk->part_numel = n_parts ? numel / n_parts : 0;
     return NVF_OK;
 }
 
@@ -380,7 +386,7 @@ static void split_shards(nvf_synth_plan *p) {
     for (size_t i = 0; i < p->n_tensors;) {
         size_t n = 1;
         uint64_t bytes = p->tensors[i].nbytes;
-        if (i + 1 < p->n_tensors && p->tensors[i + 1].role == SYNTH_ROLE_SCALE) {
+        if (i + 1 < p->n_tensors && synth_make_of(p, i + 1)->role == SYNTH_ROLE_SCALE) {
             n = 2;
             bytes += p->tensors[i + 1].nbytes;
         }
@@ -397,10 +403,11 @@ static void split_shards(nvf_synth_plan *p) {
 }
 
 int nvf_synth_plan_build(nvf_synth_plan **out, const nvf_synth_options *opt) {
-    nvf_synth_plan *p = calloc(1, sizeof *p);
-    if (!p)
+    synth_plan_priv *priv = calloc(1, sizeof *priv);
+    if (!priv)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the synth plan");
-    builder b = {p, 0};
+    nvf_synth_plan *p = &priv->pub;
+    builder b = {p, priv, 0};
     char L[SYNTH_NAME_MAX];
     int rc = resolve(p, opt);
     if (rc != NVF_OK)
@@ -435,12 +442,14 @@ done:
 void nvf_synth_plan_free(nvf_synth_plan *plan) {
     if (!plan)
         return;
+    synth_plan_priv *priv = (synth_plan_priv *)plan;
     for (size_t i = 0; i < plan->n_tensors; i++) {
         free(plan->tensors[i].name);
-        free(plan->tensors[i].part_keys);
+        free(priv->make[i].part_keys);
     }
     free(plan->tensors);
-    free(plan);
+    free(priv->make);
+    free(priv);
 }
 
 /* config.json -------------------------------------------------------------------------------- */
