@@ -53,6 +53,7 @@ static void print_usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    cli_json_init();
     if (argc < 2) {
         print_usage(stderr);
         return EXIT_USAGE;
