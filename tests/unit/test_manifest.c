@@ -613,6 +613,41 @@ static void test_dir(void) {
     free(sub);
 }
 
+/* `hash` over a converted checkpoint: the recipe, target, source and summary move to the new
+ * manifest; the old one keeps only its files and tensors. */
+static void test_move_provenance(void) {
+    const char *text =
+        "{\"manifest_version\": 1, \"tool\": {\"name\": \"nvfp4tool\", \"version\": \"9\"},"
+        " \"recipe\": {\"version\": 1}, \"target\": {\"format\": \"modelopt\"},"
+        " \"source\": {\"files\": [{\"name\": \"a\", \"bytes\": 1, \"sha256\": "
+        "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}]},"
+        " \"files\": [{\"name\": \"b\", \"bytes\": 2, \"sha256\": "
+        "\"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\"}],"
+        " \"tensors\": [], \"summary\": {\"shards\": 1}}";
+    nvf_manifest *old = NULL, *m = nvf_manifest_new();
+    CHECK(nvf_manifest_parse(&old, "old.json", text, strlen(text)) == NVF_OK);
+    if (!old || !m) {
+        nvf_manifest_free(m);
+        nvf_manifest_free(old);
+        return;
+    }
+    CHECK(nvf_manifest_add_source(m, "stale", 3, old->files[0].sha256) == NVF_OK);
+    nvf_manifest_move_provenance(m, old);
+    const nvf_manifest_priv *pm = nvf_manifest_priv_of(m), *po = nvf_manifest_priv_of(old);
+    CHECK(m->has_source && m->n_source == 1 && strcmp(m->source[0].name, "a") == 0);
+    CHECK(cJSON_GetObjectItemCaseSensitive(pm->recipe, "version")->valuedouble == 1.0);
+    CHECK_EQ_STR(cJSON_GetObjectItemCaseSensitive(pm->target, "format")->valuestring, "modelopt");
+    CHECK(cJSON_GetObjectItemCaseSensitive(pm->summary, "shards")->valuedouble == 1.0);
+    CHECK(!old->has_source && old->n_source == 0 && !old->source);
+    CHECK(!po->recipe && !po->target && !po->summary);
+    CHECK(old->n_files == 1 && strcmp(old->files[0].name, "b") == 0);
+    /* The new manifest grows its moved source list like any other. */
+    CHECK(nvf_manifest_add_source(m, "c", 4, old->files[0].sha256) == NVF_OK);
+    CHECK(m->n_source == 2 && strcmp(m->source[1].name, "c") == 0);
+    nvf_manifest_free(m);
+    nvf_manifest_free(old);
+}
+
 int main(void) {
     if (!mkdtemp(g_dir)) {
         perror("mkdtemp");
@@ -625,6 +660,7 @@ int main(void) {
     test_writer_rejects();
     test_reader_rejects();
     test_dir();
+    test_move_provenance();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0)
