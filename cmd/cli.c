@@ -263,9 +263,26 @@ volatile sig_atomic_t *cli_catch_stop_signals(void) {
     return &g_stop_signal;
 }
 
+/* Set when a cJSON allocation fails (any thread): a document the commands built with unchecked
+ * Add calls may then lack a member, so cli_print_json() refuses to print it. */
+static _Atomic int g_json_alloc_failed;
+
+static void *json_malloc(size_t n) {
+    void *p = malloc(n);
+    if (!p)
+        g_json_alloc_failed = 1;
+    return p;
+}
+
+void cli_json_init(void) {
+    cJSON_Hooks hooks = {json_malloc, free};
+    cJSON_InitHooks(&hooks);
+}
+
 int cli_print_json(const char *cmd, const cJSON *doc) {
     char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
-    if (!text) {
+    if (!text || g_json_alloc_failed) {
+        free(text);
         fprintf(stderr, "nvfp4tool %s: error: out of memory writing the JSON output\n", cmd);
         return EXIT_RUNTIME;
     }

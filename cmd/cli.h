@@ -107,8 +107,15 @@ int cli_fail(const char *cmd, int status);
 void cli_free_lists(const cli_spec *spec);
 
 /**
+ * Count failed cJSON allocations (cJSON_InitHooks with a malloc that notes a NULL), so that
+ * cli_print_json() never prints a document that lost a member; main() calls it first.
+ */
+void cli_json_init(void);
+
+/**
  * Print a JSON document on stdout as one line (the --json output of every command).
- * @return EXIT_OK, or EXIT_RUNTIME after an out-of-memory message naming the command.
+ * @return EXIT_OK, or EXIT_RUNTIME after an out-of-memory message naming the command (also
+ * when any cJSON allocation failed since cli_json_init(): the document may be incomplete).
  */
 int cli_print_json(const char *cmd, const cJSON *doc);
 

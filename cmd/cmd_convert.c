@@ -191,7 +191,8 @@ static int build_recipe(nvf_recipe *r) {
     return rc;
 }
 
-static void print_summary(const nvf_convert_options *o, const nvf_convert_summary *s, double secs) {
+/* @return EXIT_OK, or EXIT_RUNTIME when out of memory for the --json document. */
+static int print_summary(const nvf_convert_options *o, const nvf_convert_summary *s, double secs) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss = (double)ru.ru_maxrss * 1024.0; /* kilobytes on Linux */
@@ -206,12 +207,14 @@ static void print_summary(const nvf_convert_options *o, const nvf_convert_summar
                (unsigned long long)s->shards, s->shards == 1 ? "" : "s",
                (unsigned long long)s->shards_reused, (double)s->bytes_in / 1e9,
                (double)s->bytes_out / 1e9, secs, gbs, rss / 1e6);
-        return;
+        return EXIT_OK;
     }
-    cJSON *j = nvf_convert_summary_json(s);
+    char *text = nvf_convert_summary_to_json(s);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
     if (!j) {
         fprintf(stderr, "nvfp4tool convert: error: out of memory writing the summary\n");
-        return;
+        return EXIT_RUNTIME;
     }
     cJSON_AddStringToObject(j, "source", o->src);
     cJSON_AddStringToObject(j, "destination", o->dst);
@@ -223,8 +226,9 @@ static void print_summary(const nvf_convert_options *o, const nvf_convert_summar
     cJSON_AddNumberToObject(j, "seconds", secs);
     cJSON_AddNumberToObject(j, "gb_per_s", gbs);
     cJSON_AddNumberToObject(j, "peak_rss_bytes", rss);
-    cli_print_json(k_spec.name, j);
+    int rc = cli_print_json(k_spec.name, j);
     cJSON_Delete(j);
+    return rc;
 }
 
 int cmd_convert(int argc, char **argv) {
@@ -279,8 +283,7 @@ int cmd_convert(int argc, char **argv) {
         rc = cli_fail(k_spec.name, st);
         goto done;
     }
-    print_summary(&o, &sum, now_s() - t0);
-    rc = EXIT_OK;
+    rc = print_summary(&o, &sum, now_s() - t0);
 done:
     nvf_recipe_free(&r);
     cli_free_lists(&k_spec);

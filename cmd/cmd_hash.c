@@ -98,15 +98,17 @@ static void progress_end(progress *p) {
 /* Modes ------------------------------------------------------------------------------------------
  */
 
-static void print_json(cJSON *j) {
-    cli_print_json(k_spec.name, j);
+/* @return EXIT_OK, or EXIT_RUNTIME when out of memory for the document. */
+static int print_json(cJSON *j) {
+    int rc = cli_print_json(k_spec.name, j);
     cJSON_Delete(j);
+    return rc;
 }
 
 static int write_manifest(const char *dir, const char *path, const nvf_hash_opts *opts,
                           progress *pr) {
     nvf_manifest *old = NULL, *m = NULL;
-    int rc = NVF_OK;
+    int rc = NVF_OK, printed = EXIT_OK;
     if (nvf_path_is_file(path)) {
         rc = nvf_manifest_read(&old, path);
         if (rc != NVF_OK)
@@ -118,16 +120,7 @@ static int write_manifest(const char *dir, const char *path, const nvf_hash_opts
         goto done;
     if (old) {
         /* Keep what the conversion recorded; only the hashes are this run's. */
-        m->recipe = old->recipe;
-        m->target = old->target;
-        m->summary = old->summary;
-        old->recipe = old->target = old->summary = NULL;
-        m->source = old->source;
-        m->n_source = old->n_source;
-        m->cap_source = old->cap_source;
-        m->has_source = old->has_source;
-        old->source = NULL;
-        old->n_source = old->cap_source = 0;
+        nvf_manifest_move_provenance(m, old);
     }
     rc = nvf_manifest_write(path, m);
     if (rc != NVF_OK)
@@ -141,7 +134,7 @@ static int write_manifest(const char *dir, const char *path, const nvf_hash_opts
         cJSON_AddNumberToObject(j, "files", (double)m->n_files);
         cJSON_AddNumberToObject(j, "bytes", (double)bytes);
         cJSON_AddNumberToObject(j, "tensors", (double)m->n_tensors);
-        print_json(j);
+        printed = print_json(j);
     } else {
         printf("hash: wrote %s: %zu files, %" PRIu64 " bytes, %zu tensors\n", path, m->n_files,
                bytes, m->n_tensors);
@@ -149,7 +142,7 @@ static int write_manifest(const char *dir, const char *path, const nvf_hash_opts
 done:
     nvf_manifest_free(old);
     nvf_manifest_free(m);
-    return rc == NVF_OK ? EXIT_OK : cli_fail(k_spec.name, rc);
+    return rc == NVF_OK ? printed : cli_fail(k_spec.name, rc);
 }
 
 static cJSON *report_json(const char *path, const nvf_manifest_report *r) {
@@ -195,8 +188,9 @@ static int check_manifest(const char *dir, const char *path, const nvf_hash_opts
     if (rc != NVF_OK) {
         code = cli_fail(k_spec.name, rc);
     } else if (g_common.json) {
-        print_json(report_json(path, r));
-        code = r->n_findings ? EXIT_INVALID : EXIT_OK;
+        code = print_json(report_json(path, r));
+        if (code == EXIT_OK && r->n_findings)
+            code = EXIT_INVALID;
     } else {
         for (size_t i = 0; i < r->n_findings; i++)
             printf("%s\n", r->findings[i].line);

@@ -304,9 +304,10 @@ static cJSON *quant_json(const nvf_ckpt *ck) {
     }
     cJSON_AddBoolToObject(o, "scale_ue8m0", q->scale_ue8m0);
     cJSON_AddItemToObject(o, "ignore", string_array((const char *const *)q->ignore, q->n_ignore));
-    const cJSON *qc =
-        ck->config ? cJSON_GetObjectItemCaseSensitive(ck->config, "quantization_config") : NULL;
-    cJSON_AddItemToObject(o, "config", qc ? cJSON_Duplicate(qc, 1) : cJSON_CreateNull());
+    char *qc = NULL;
+    if (nvf_ckpt_config_json(&qc, ck, "quantization_config") == NVF_OK)
+        cJSON_AddItemToObject(o, "config", qc ? cJSON_Parse(qc) : cJSON_CreateNull());
+    free(qc);
     return o;
 }
 

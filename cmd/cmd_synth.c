@@ -55,7 +55,8 @@ static const cli_spec k_spec = {
     .common = &g_common,
 };
 
-static void print_json(const char *dst, const nvf_synth_options *o, const nvf_synth_summary *s) {
+/* @return EXIT_OK, or EXIT_RUNTIME when out of memory for the document. */
+static int print_json(const char *dst, const nvf_synth_options *o, const nvf_synth_summary *s) {
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
     cJSON *j = cJSON_CreateObject();
@@ -74,8 +75,9 @@ static void print_json(const char *dst, const nvf_synth_options *o, const nvf_sy
         cJSON_AddNumberToObject(f, "bytes", (double)s->files[i].bytes);
         cJSON_AddItemToArray(files, f);
     }
-    cli_print_json(k_spec.name, j);
+    int rc = cli_print_json(k_spec.name, j);
     cJSON_Delete(j);
+    return rc;
 }
 
 int cmd_synth(int argc, char **argv) {
@@ -148,11 +150,12 @@ int cmd_synth(int argc, char **argv) {
             return cli_usage_error(&k_spec, "%s", nvf_error_last());
         return cli_fail("synth", st);
     }
+    rc = EXIT_OK;
     if (g_common.json)
-        print_json(pos[0], &o, &s);
+        rc = print_json(pos[0], &o, &s);
     else if (!g_common.quiet)
         printf("wrote %s: %zu files, %u shards, %zu tensors, %llu bytes\n", pos[0], s.n_files,
                s.n_shards, s.n_tensors, (unsigned long long)s.file_bytes);
     nvf_synth_summary_free(&s);
-    return EXIT_OK;
+    return rc;
 }

@@ -66,6 +66,7 @@ static void exit_interrupted(int sig) {
 }
 
 int main(int argc, char **argv) {
+    cli_json_init();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = exit_interrupted;

@@ -45,12 +45,13 @@ int ckpt_warn(nvf_ckpt *ck, const char *fmt, ...) {
 }
 
 const cJSON *ckpt_config_get(const nvf_ckpt *ck, const char *key) {
-    if (!ck->config)
+    const cJSON *cfg = nvf_ckpt_config_doc(ck);
+    if (!cfg)
         return NULL;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(ck->config, key);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
     if (v && !cJSON_IsNull(v))
         return v;
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(ck->config, "text_config");
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(cfg, "text_config");
     if (!cJSON_IsObject(text))
         return NULL;
     v = cJSON_GetObjectItemCaseSensitive(text, key);
@@ -62,7 +63,7 @@ int ckpt_config_warn_type(nvf_ckpt *ck, const char *key, const cJSON *v, const c
      * cut so that a large object does not flood the report. */
     char *text = cJSON_PrintUnformatted(v);
     const char *where =
-        cJSON_GetObjectItemCaseSensitive(ck->config, key) == v ? "" : "text_config.";
+        cJSON_GetObjectItemCaseSensitive(nvf_ckpt_config_doc(ck), key) == v ? "" : "text_config.";
     size_t len = text ? strlen(text) : 0;
     int rc =
         ckpt_warn(ck, "config.json %s%s is %.*s%s, expected %s: ignored", where, key,

@@ -176,8 +176,8 @@ static nvf_ckpt_format ct_format(const cJSON *qc) {
 
 static int from_config(nvf_ckpt *ck) {
     nvf_ckpt_quant *q = &ck->quant;
-    const cJSON *qc =
-        ck->config ? cJSON_GetObjectItemCaseSensitive(ck->config, "quantization_config") : NULL;
+    const cJSON *cfg = nvf_ckpt_config_doc(ck);
+    const cJSON *qc = cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "quantization_config") : NULL;
     int rc = NVF_OK;
     if (cJSON_IsObject(qc)) {
         q->source = "config.json";
@@ -234,9 +234,8 @@ static int from_config(nvf_ckpt *ck) {
     if (qc && !cJSON_IsNull(qc) &&
         (rc = ckpt_config_warn_type(ck, "quantization_config", qc, "an object")) != NVF_OK)
         return rc;
-    const cJSON *hq = ck->hf_quant_config
-                          ? cJSON_GetObjectItemCaseSensitive(ck->hf_quant_config, "quantization")
-                          : NULL;
+    const cJSON *hqc = nvf_ckpt_hf_quant_config_doc(ck);
+    const cJSON *hq = hqc ? cJSON_GetObjectItemCaseSensitive(hqc, "quantization") : NULL;
     if (cJSON_IsObject(hq)) {
         q->source = "hf_quant_config.json";
         q->quant_method = strdup("modelopt");

@@ -10,6 +10,7 @@
 #ifndef NVFP4_CKPT_INTERNAL_H
 #define NVFP4_CKPT_INTERNAL_H
 
+#include "ckpt/ckpt_docs.h"
 #include "nvfp4/checkpoint.h"
 
 #include <cjson/cJSON.h>

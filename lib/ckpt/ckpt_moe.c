@@ -223,8 +223,8 @@ static int read_config(nvf_ckpt *ck, nvf_moe_config *c) {
     };
     const int64_t max_int = (int64_t)1 << 53;
     /* ckpt_config_get looks under text_config only when it is an object */
-    const cJSON *text =
-        ck->config ? cJSON_GetObjectItemCaseSensitive(ck->config, "text_config") : NULL;
+    const cJSON *cfg = nvf_ckpt_config_doc(ck);
+    const cJSON *text = cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "text_config") : NULL;
     int rc = text && !cJSON_IsNull(text) && !cJSON_IsObject(text)
                  ? ckpt_config_warn_type(ck, "text_config", text, "an object")
                  : NVF_OK;

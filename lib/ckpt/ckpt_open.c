@@ -4,6 +4,7 @@
  */
 #include "ckpt/ckpt_internal.h"
 
+#include "io/json_strict.h"
 #include "nvfp4/fileio.h"
 #include "nvfp4/status.h"
 
@@ -35,6 +36,10 @@ static int read_json_object(cJSON **out, const char *dir, const char *name) {
         goto done;
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!j && nvf_json_syntax_ok(text, len, 1)) {
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory to read '%s'", path);
+        goto done;
+    }
     if (!j) {
         const char *err = cJSON_GetErrorPtr();
         size_t at = err && err >= text && err <= text + len ? (size_t)(err - text) : 0;
@@ -301,9 +306,10 @@ int nvf_ckpt_open(nvf_ckpt **out, const char *path) {
 
 int nvf_ckpt_open_fp8_block(nvf_ckpt **out, const char *path, const int64_t *block) {
     *out = NULL;
-    nvf_ckpt *ck = calloc(1, sizeof *ck);
-    if (!ck)
+    nvf_ckpt_priv *priv = calloc(1, sizeof *priv);
+    if (!priv)
         return nvf_error_set(NVF_E_NOMEM, "no memory");
+    nvf_ckpt *ck = &priv->pub;
     if (block && block[0] > 0 && block[1] > 0) {
         ck->quant.block[0] = block[0];
         ck->quant.block[1] = block[1];
@@ -326,9 +332,9 @@ int nvf_ckpt_open_fp8_block(nvf_ckpt **out, const char *path, const int64_t *blo
             rc = nvf_error_set(NVF_E_NOMEM, "no memory");
             goto done;
         }
-        rc = read_json_object(&ck->config, ck->dir, "config.json");
+        rc = read_json_object(&priv->config, ck->dir, "config.json");
         if (rc == NVF_OK)
-            rc = read_json_object(&ck->hf_quant_config, ck->dir, "hf_quant_config.json");
+            rc = read_json_object(&priv->hf_quant_config, ck->dir, "hf_quant_config.json");
         if (rc == NVF_OK)
             rc = open_dir_shards(ck, &idx);
     } else if (S_ISREG(st.st_mode)) {
@@ -374,8 +380,9 @@ void nvf_ckpt_close(nvf_ckpt *ck) {
     }
     free(ck->files);
     free(ck->tensors);
-    cJSON_Delete(ck->config);
-    cJSON_Delete(ck->hf_quant_config);
+    nvf_ckpt_priv *priv = (nvf_ckpt_priv *)ck;
+    cJSON_Delete(priv->config);
+    cJSON_Delete(priv->hf_quant_config);
     ckpt_quant_free(&ck->quant);
     ckpt_moe_free(&ck->moe);
     for (size_t i = 0; i < ck->n_warnings; i++)
@@ -384,5 +391,17 @@ void nvf_ckpt_close(nvf_ckpt *ck) {
     free(ck->index_name);
     free(ck->dir);
     free(ck->path);
-    free(ck);
+    free(priv);
+}
+
+int nvf_ckpt_config_json(char **out, const nvf_ckpt *ck, const char *key) {
+    *out = NULL;
+    const cJSON *cfg = nvf_ckpt_config_doc(ck);
+    const cJSON *v = cfg ? cJSON_GetObjectItemCaseSensitive(cfg, key) : NULL;
+    if (!v)
+        return NVF_OK;
+    *out = cJSON_PrintUnformatted(v);
+    return *out ? NVF_OK
+                : nvf_error_set(NVF_E_NOMEM, "no memory to print '%s' of '%s/config.json'", key,
+                                ck->dir);
 }

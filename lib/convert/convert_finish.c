@@ -10,6 +10,7 @@
  */
 #include "convert/convert_internal.h"
 
+#include "manifest/manifest_internal.h"
 #include "nvfp4/fileio.h"
 #include "nvfp4/status.h"
 
@@ -46,7 +47,7 @@ static cJSON *index_doc(const cv_plan *p) {
     return doc;
 }
 
-cJSON *nvf_convert_summary_json(const nvf_convert_summary *s) {
+cJSON *cv_summary_json(const nvf_convert_summary *s) {
     const struct {
         const char *key;
         uint64_t v;
@@ -63,9 +64,20 @@ cJSON *nvf_convert_summary_json(const nvf_convert_summary *s) {
     for (size_t i = 0; o && i < sizeof f / sizeof f[0]; i++)
         if (!cJSON_AddNumberToObject(o, f[i].key, (double)f[i].v)) {
             cJSON_Delete(o);
-            return NULL;
+            o = NULL;
         }
+    if (!o)
+        nvf_error_set(NVF_E_NOMEM, "no memory for the conversion summary");
     return o;
+}
+
+char *nvf_convert_summary_to_json(const nvf_convert_summary *s) {
+    cJSON *o = cv_summary_json(s);
+    char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+    if (o && !text)
+        nvf_error_set(NVF_E_NOMEM, "no memory for the conversion summary");
+    cJSON_Delete(o);
+    return text;
 }
 
 int cv_finish_write_json(const cv_finish_args *a, nvf_manifest *m, const char *name, cJSON *doc) {
@@ -83,12 +95,14 @@ int cv_finish_write_json(const cv_finish_args *a, nvf_manifest *m, const char *n
 
 /* The manifest's header: recipe, target, the source files. */
 static int describe(nvf_manifest *m, const cv_finish_args *a) {
+    nvf_manifest_priv *pm = nvf_manifest_priv_of(m);
     char *rj = nvf_recipe_to_json(a->recipe);
     int rc = NVF_OK;
-    m->recipe = rj ? cJSON_Parse(rj) : NULL;
-    m->target = a->target->manifest_target();
+    /* Our own text: a failed parse is out of memory. */
+    pm->recipe = rj ? cJSON_Parse(rj) : NULL;
+    pm->target = a->target->manifest_target();
     m->has_source = 1;
-    if (!m->recipe || !m->target)
+    if (!pm->recipe || !pm->target)
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for the manifest");
     free(rj);
     const cv_sources *s = a->sources;
@@ -140,8 +154,8 @@ int cv_finish_outputs(nvf_convert_summary *out, const cv_finish_args *a) {
     if (rc == NVF_OK) {
         nvf_convert_summary c = *out;
         c.bytes_out = out->bytes_out;
-        m->summary = nvf_convert_summary_json(&c);
-        if (!m->summary || !cJSON_AddStringToObject(m->summary, "source_format", a->source_format))
+        cJSON *sj = nvf_manifest_priv_of(m)->summary = cv_summary_json(&c);
+        if (!sj || !cJSON_AddStringToObject(sj, "source_format", a->source_format))
             rc = nvf_error_set(NVF_E_NOMEM, "no memory for the manifest");
     }
     char *jpath = nvf_path_join(a->dst, NVF_CONVERT_JOURNAL);

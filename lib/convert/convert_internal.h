@@ -127,6 +127,9 @@ cJSON *cv_meta_hf_quant_config(const cv_plan *p, int mixed);
  * NULL. */
 cJSON *cv_meta_config(const cv_plan *p, const cJSON *source_config, int mixed);
 
+/** The counters of nvf_convert_summary_to_json() as a new object; NULL on no memory (error set). */
+cJSON *cv_summary_json(const nvf_convert_summary *s);
+
 /** Write a JSON document atomically (2-space indent), hashing the bytes written. */
 int cv_write_json(const char *path, const cJSON *doc, char sha256[65], uint64_t *bytes);
 

@@ -177,7 +177,11 @@ int cv_journal_resume(cv_run *r) {
     int rc = jpath ? NVF_OK : nvf_error_set(NVF_E_NOMEM, "no memory");
     if (rc != NVF_OK || !nvf_path_is_file(jpath))
         goto done;
-    if (nvf_json_read_strict(&doc, jpath, JOURNAL_MAX_BYTES, "progress journal", 0) != NVF_OK) {
+    if ((rc = nvf_json_read_strict(&doc, jpath, JOURNAL_MAX_BYTES, "progress journal", 0)) !=
+        NVF_OK) {
+        if (rc == NVF_E_NOMEM) /* not the journal's fault: say so, do not start over */
+            goto done;
+        rc = NVF_OK;
         nvf_log(NVF_LOG_WARN, "resume: %s; starting over", nvf_error_last());
         nvf_error_clear();
         goto done;
@@ -218,20 +222,26 @@ static int cmp_out_ptr(const void *a, const void *b) {
     return strcmp((*(cv_out *const *)a)->name, (*(cv_out *const *)b)->name);
 }
 
-static int same_json(const cJSON *a, cJSON *b) {
-    int same = a && b && cJSON_Compare(a, b, 1);
-    cJSON_Delete(b);
-    return same;
-}
-
-/* Whether manifest `m` records this conversion: recipe, target, sources, planned tensors. */
+/* Whether manifest `m` records this conversion: recipe, target, sources, planned tensors.
+ * @return 1, 0, or NVF_E_NOMEM. */
 static int records_this(cv_run *r, const nvf_manifest *m, cv_out **by_name) {
     const cv_plan *p = r->p;
+    const nvf_manifest_priv *pm = nvf_manifest_priv_of_const(m);
     char *rj = nvf_recipe_to_json(r->opt->recipe);
-    int ok = rj && same_json(m->recipe, cJSON_Parse(rj)) &&
-             same_json(m->target, r->target->manifest_target()) && m->n_source == r->src.n &&
-             m->n_tensors == p->n_outs;
+    cJSON *recipe = rj ? cJSON_Parse(rj) : NULL; /* our own text: NULL is out of memory */
+    cJSON *target = r->target->manifest_target();
     free(rj);
+    int ok = recipe && target;
+    if (!ok) {
+        cJSON_Delete(recipe);
+        cJSON_Delete(target);
+        return nvf_error_set(NVF_E_NOMEM, "no memory to compare the output's manifest");
+    }
+    ok = pm->recipe && cJSON_Compare(pm->recipe, recipe, 1) && pm->target &&
+         cJSON_Compare(pm->target, target, 1) && m->n_source == r->src.n &&
+         m->n_tensors == p->n_outs;
+    cJSON_Delete(recipe);
+    cJSON_Delete(target);
     for (size_t i = 0; ok && i < r->src.n; i++) {
         const nvf_manifest_file *f = NULL;
         for (size_t k = 0; k < m->n_source && !f; k++)
@@ -284,7 +294,10 @@ int cv_journal_complete(cv_run *r, int *complete) {
                 o->dst);
         goto done;
     }
-    if (nvf_manifest_read(&m, mpath) != NVF_OK) {
+    if ((rc = nvf_manifest_read(&m, mpath)) != NVF_OK) {
+        if (rc == NVF_E_NOMEM)
+            goto done;
+        rc = NVF_OK;
         nvf_log(NVF_LOG_INFO, "resume: %s; converting again", nvf_error_last());
         nvf_error_clear();
         goto done;
@@ -298,7 +311,12 @@ int cv_journal_complete(cv_run *r, int *complete) {
     for (size_t i = 0; i < r->p->n_outs; i++)
         by_name[i] = &r->p->outs[i];
     qsort(by_name, r->p->n_outs, sizeof *by_name, cmp_out_ptr);
-    if (!records_this(r, m, by_name)) {
+    int same = records_this(r, m, by_name);
+    if (same < 0) {
+        rc = same;
+        goto done;
+    }
+    if (!same) {
         nvf_log(NVF_LOG_INFO, "resume: '%s' holds another conversion; converting again", o->dst);
         goto done;
     }

@@ -20,6 +20,7 @@
  */
 #include "convert/convert_internal.h"
 
+#include "io/json_build.h"
 #include "nvfp4/fileio.h"
 #include "nvfp4/log.h"
 #include "nvfp4/status.h"
@@ -28,121 +29,69 @@
 #include <stdlib.h>
 #include <string.h>
 
-/*
- * Every cJSON allocation is checked: a builder collects the first failure, and a document
- * with any failed allocation is deleted and reported as NULL (the callers' NVF_E_NOMEM).
- */
-typedef struct jb {
-    int failed;
-} jb;
+/* Every cJSON allocation is checked (io/json_build.h): a failure is NULL, NVF_E_NOMEM. */
 
-static cJSON *jb_take(jb *b, cJSON *item) {
-    if (!item)
-        b->failed = 1;
-    return item;
-}
-
-static cJSON *jb_obj(jb *b, cJSON *parent, const char *key) {
-    return parent ? jb_take(b, cJSON_AddObjectToObject(parent, key)) : NULL;
-}
-
-static void jb_str(jb *b, cJSON *o, const char *key, const char *v) {
-    if (o)
-        jb_take(b, cJSON_AddStringToObject(o, key, v));
-}
-
-static void jb_num(jb *b, cJSON *o, const char *key, double v) {
-    if (o)
-        jb_take(b, cJSON_AddNumberToObject(o, key, v));
-}
-
-/* Attach `item` (owned) under `key`; on failure it is deleted. */
-static void jb_put(jb *b, cJSON *o, const char *key, cJSON *item) {
-    if (!o || !item || !cJSON_AddItemToObject(o, key, item)) {
-        cJSON_Delete(item);
-        b->failed = 1;
-    }
-}
-
-/* The document, or NULL (deleted) when any allocation failed. */
-static cJSON *jb_done(jb *b, cJSON *doc) {
-    if (b->failed || !doc) {
-        cJSON_Delete(doc);
-        return NULL;
-    }
-    return doc;
-}
-
-static cJSON *producer(jb *b) {
-    cJSON *o = jb_take(b, cJSON_CreateObject());
-    jb_str(b, o, "name", "nvfp4tool");
-    jb_str(b, o, "version", nvf_version());
+static cJSON *producer(nvf_jb *b) {
+    cJSON *o = nvf_jb_take(b, cJSON_CreateObject());
+    nvf_jb_str(b, o, "name", "nvfp4tool");
+    nvf_jb_str(b, o, "version", nvf_version());
     return o;
 }
 
-static cJSON *quantized_layers(jb *b, const cv_plan *p) {
-    cJSON *o = jb_take(b, cJSON_CreateObject());
+static cJSON *quantized_layers(nvf_jb *b, const cv_plan *p) {
+    cJSON *o = nvf_jb_take(b, cJSON_CreateObject());
     const cJSON *it;
     cJSON_ArrayForEach(it, p->nvfp4_modules) {
-        cJSON *l = jb_obj(b, o, it->valuestring);
-        jb_str(b, l, "quant_algo", "NVFP4");
-        jb_num(b, l, "group_size", 16);
+        cJSON *l = nvf_jb_obj(b, o, it->valuestring);
+        nvf_jb_str(b, l, "quant_algo", "NVFP4");
+        nvf_jb_num(b, l, "group_size", 16);
     }
     cJSON_ArrayForEach(it, p->fp8_modules) {
-        cJSON *l = jb_obj(b, o, it->string);
-        jb_str(b, l, "quant_algo", it->valuestring);
+        cJSON *l = nvf_jb_obj(b, o, it->string);
+        nvf_jb_str(b, l, "quant_algo", it->valuestring);
     }
     return o;
 }
 
-static cJSON *fp4_args(jb *b) {
-    cJSON *o = jb_take(b, cJSON_CreateObject());
-    jb_num(b, o, "num_bits", 4);
-    jb_str(b, o, "type", "float");
-    jb_num(b, o, "group_size", 16);
-    if (o)
-        jb_take(b, cJSON_AddBoolToObject(o, "dynamic", 0));
+static cJSON *fp4_args(nvf_jb *b) {
+    cJSON *o = nvf_jb_take(b, cJSON_CreateObject());
+    nvf_jb_num(b, o, "num_bits", 4);
+    nvf_jb_str(b, o, "type", "float");
+    nvf_jb_num(b, o, "group_size", 16);
+    nvf_jb_bool(b, o, "dynamic", 0);
     return o;
 }
 
 cJSON *cv_meta_quant_config(const cv_plan *p, int mixed) {
-    jb b = {0};
-    cJSON *q = jb_take(&b, cJSON_CreateObject());
-    jb_str(&b, q, "quant_method", "modelopt");
-    jb_str(&b, q, "quant_algo", mixed ? "MIXED_PRECISION" : "NVFP4");
-    jb_num(&b, q, "group_size", 16);
-    if (q)
-        jb_take(&b, cJSON_AddNullToObject(q, "kv_cache_scheme"));
-    cJSON *g0 = jb_obj(&b, jb_obj(&b, q, "config_groups"), "group_0");
-    cJSON *targets = g0 ? jb_take(&b, cJSON_AddArrayToObject(g0, "targets")) : NULL;
-    cJSON *linear = jb_take(&b, cJSON_CreateString("Linear"));
-    if (!targets || !linear || !cJSON_AddItemToArray(targets, linear)) {
-        if (!targets)
-            cJSON_Delete(linear);
-        b.failed = 1;
-    }
-    jb_put(&b, g0, "weights", fp4_args(&b));
-    jb_put(&b, g0, "input_activations", fp4_args(&b));
-    jb_put(&b, q, "ignore", jb_take(&b, cJSON_Duplicate(p->exclude_modules, 1)));
+    nvf_jb b = {0};
+    cJSON *q = nvf_jb_take(&b, cJSON_CreateObject());
+    nvf_jb_str(&b, q, "quant_method", "modelopt");
+    nvf_jb_str(&b, q, "quant_algo", mixed ? "MIXED_PRECISION" : "NVFP4");
+    nvf_jb_num(&b, q, "group_size", 16);
+    nvf_jb_null(&b, q, "kv_cache_scheme");
+    cJSON *g0 = nvf_jb_obj(&b, nvf_jb_obj(&b, q, "config_groups"), "group_0");
+    nvf_jb_push(&b, nvf_jb_arr(&b, g0, "targets"), cJSON_CreateString("Linear"));
+    nvf_jb_put(&b, g0, "weights", fp4_args(&b));
+    nvf_jb_put(&b, g0, "input_activations", fp4_args(&b));
+    nvf_jb_put(&b, q, "ignore", nvf_jb_take(&b, cJSON_Duplicate(p->exclude_modules, 1)));
     if (mixed)
-        jb_put(&b, q, "quantized_layers", quantized_layers(&b, p));
-    jb_put(&b, q, "producer", producer(&b));
-    return jb_done(&b, q);
+        nvf_jb_put(&b, q, "quantized_layers", quantized_layers(&b, p));
+    nvf_jb_put(&b, q, "producer", producer(&b));
+    return nvf_jb_done(&b, q);
 }
 
 cJSON *cv_meta_hf_quant_config(const cv_plan *p, int mixed) {
-    jb b = {0};
-    cJSON *doc = jb_take(&b, cJSON_CreateObject());
-    jb_put(&b, doc, "producer", producer(&b));
-    cJSON *q = jb_obj(&b, doc, "quantization");
-    jb_str(&b, q, "quant_algo", mixed ? "MIXED_PRECISION" : "NVFP4");
-    if (q)
-        jb_take(&b, cJSON_AddNullToObject(q, "kv_cache_quant_algo"));
-    jb_num(&b, q, "group_size", 16);
-    jb_put(&b, q, "exclude_modules", jb_take(&b, cJSON_Duplicate(p->exclude_modules, 1)));
+    nvf_jb b = {0};
+    cJSON *doc = nvf_jb_take(&b, cJSON_CreateObject());
+    nvf_jb_put(&b, doc, "producer", producer(&b));
+    cJSON *q = nvf_jb_obj(&b, doc, "quantization");
+    nvf_jb_str(&b, q, "quant_algo", mixed ? "MIXED_PRECISION" : "NVFP4");
+    nvf_jb_null(&b, q, "kv_cache_quant_algo");
+    nvf_jb_num(&b, q, "group_size", 16);
+    nvf_jb_put(&b, q, "exclude_modules", nvf_jb_take(&b, cJSON_Duplicate(p->exclude_modules, 1)));
     if (mixed)
-        jb_put(&b, q, "quantized_layers", quantized_layers(&b, p));
-    return jb_done(&b, doc);
+        nvf_jb_put(&b, q, "quantized_layers", quantized_layers(&b, p));
+    return nvf_jb_done(&b, doc);
 }
 
 /*
@@ -177,16 +126,16 @@ static void prune_plans(cJSON *cfg) {
 }
 
 cJSON *cv_meta_config(const cv_plan *p, const cJSON *source_config, int mixed) {
-    jb b = {0};
+    nvf_jb b = {0};
     cJSON *cfg =
-        jb_take(&b, source_config ? cJSON_Duplicate(source_config, 1) : cJSON_CreateObject());
+        nvf_jb_take(&b, source_config ? cJSON_Duplicate(source_config, 1) : cJSON_CreateObject());
     if (cfg) {
         cJSON_DeleteItemFromObjectCaseSensitive(cfg, "quantization_config");
         if (!mixed)
             prune_plans(cfg);
     }
-    jb_put(&b, cfg, "quantization_config", cv_meta_quant_config(p, mixed));
-    return jb_done(&b, cfg);
+    nvf_jb_put(&b, cfg, "quantization_config", cv_meta_quant_config(p, mixed));
+    return nvf_jb_done(&b, cfg);
 }
 
 int cv_write_json(const char *path, const cJSON *doc, char sha256[65], uint64_t *bytes) {

@@ -14,6 +14,7 @@
  */
 #include "convert/convert_internal.h"
 
+#include "io/st_file.h"
 #include "nvfp4/pool.h"
 #include "nvfp4/status.h"
 
@@ -65,7 +66,7 @@ static void signal_all(pipeline *pl, int *flag) {
 
 /* Drop the resident pages of a source range (file-backed: they are read again if needed). */
 static void release_range(const nvf_ckpt *ck, size_t ti, const void *data, uint64_t len) {
-    const nvf_st_file *f = ck->files[ck->tensors[ti].file].st;
+    const nvf_st_file_priv *f = nvf_st_priv_of(ck->files[ck->tensors[ti].file].st);
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t base = (uintptr_t)f->map, lim = base + f->map_len;
     uintptr_t a = (uintptr_t)data & ~(page - 1),
@@ -86,7 +87,7 @@ static uint64_t member_bytes(const cv_member *m) {
 
 static void prefetch_member(const nvf_ckpt *ck, const cv_member *m) {
     const nvf_quant_source *s = &m->src;
-    const nvf_st_file *f = ck->files[ck->tensors[m->tensor].file].st;
+    const nvf_st_file_priv *f = nvf_st_priv_of(ck->files[ck->tensors[m->tensor].file].st);
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t a = (uintptr_t)s->data & ~(page - 1);
     uint64_t len = member_bytes(m);

@@ -10,6 +10,7 @@
  */
 #include "convert/convert_internal.h"
 
+#include "ckpt/ckpt_docs.h"
 #include "io/json_strict.h"
 #include "nvfp4/fileio.h"
 #include "nvfp4/log.h"
@@ -165,7 +166,7 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
             .target = r.target,
             .plan = r.p,
             .recipe = opt->recipe,
-            .source_config = config ? config : ck->config,
+            .source_config = config ? config : nvf_ckpt_config_doc(ck),
             .mixed = opt->keep_source_precision && cJSON_GetArraySize(r.p->fp8_modules) > 0,
             .sources = &r.src,
             .source_format = nvf_ckpt_format_name(ck->quant.format),

@@ -109,6 +109,10 @@ int nvf_json_parse_strict(cJSON **out, const char *text, size_t len, const char 
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(copy, &end, 1);
     int rc = NVF_OK;
+    if (!root && nvf_json_syntax_ok(copy, len, 0)) {
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory to read the %s '%s'", what, path);
+        goto done;
+    }
     if (!root) {
         size_t stop = end && end >= copy && end <= copy + len ? (size_t)(end - copy) : len;
         rc = bad(code, what, path, "not valid JSON (the parser stopped at byte %zu)", stop);

@@ -6,7 +6,9 @@
  *   2. a single JSON value with nothing after it (cJSON with require-null-terminated);
  *   3. no key twice in one object, no number beyond the range of a double (cJSON reads 1e999
  *      as infinity).
- * Library-internal (lib/ modules only): it hands out cJSON trees.
+ * A text that passes 1 but that cJSON refuses is checked against the grammar (json_syntax.c) to
+ * tell a malformed file from a failed allocation. Library-internal (lib/ modules only): it
+ * hands out cJSON trees.
  */
 #ifndef NVFP4_IO_JSON_STRICT_H
 #define NVFP4_IO_JSON_STRICT_H
@@ -23,6 +25,13 @@
  */
 int nvf_json_parse_strict(cJSON **out, const char *text, size_t len, const char *what,
                           const char *path, int code);
+
+/**
+ * Whether `len` bytes of `text` are JSON that cJSON 1.7 parses (see json_syntax.c), checked
+ * without allocating; `trailing_ok` accepts anything after the value. When cJSON returned NULL
+ * for text that passes, it ran out of memory: callers report NVF_E_NOMEM, not a malformed file.
+ */
+int nvf_json_syntax_ok(const char *text, size_t len, int trailing_ok);
 
 /**
  * nvf_json_parse_strict() of a whole file of at most `max_bytes` bytes.

@@ -16,6 +16,8 @@
  */
 #include "nvfp4/safetensors.h"
 
+#include "io/json_strict.h"
+#include "io/st_file.h"
 #include "io/st_json.h"
 #include "nvfp4/fileio.h"
 #include "nvfp4/status.h"
@@ -36,6 +38,8 @@
 #define META_KEY "__metadata__"
 
 /* Reader --------------------------------------------------------------------------------------- */
+
+typedef nvf_st_file_priv st_file;
 
 static int st_error(const char *path, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -280,7 +284,8 @@ static int check_tiling(const nvf_st_file *f, const char *path) {
     return NVF_OK;
 }
 
-static int parse_header(nvf_st_file *f, const uint8_t *hdr, size_t n, const char *path) {
+static int parse_header(st_file *sf, const uint8_t *hdr, size_t n, const char *path) {
+    nvf_st_file *f = &sf->pub;
     int rc = NVF_OK;
     char *text = NULL;
     cJSON *root = NULL;
@@ -302,6 +307,10 @@ static int parse_header(nvf_st_file *f, const uint8_t *hdr, size_t n, const char
     text[n] = '\0';
     const char *end = NULL;
     root = cJSON_ParseWithLengthOpts(text, n + 1, &end, 1);
+    if (!root && nvf_json_syntax_ok(text, n, 0)) {
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory for the header of '%s'", path);
+        goto done;
+    }
     if (!root) {
         size_t at = end && end >= text && end <= text + n ? (size_t)(end - text) : n;
         rc = st_error(path, "header is not valid JSON (the parser stopped at byte %zu)", at);
@@ -314,8 +323,8 @@ static int parse_header(nvf_st_file *f, const uint8_t *hdr, size_t n, const char
 
     size_t n_children = (size_t)cJSON_GetArraySize(root);
     f->tensors = calloc(n_children ? n_children : 1, sizeof *f->tensors);
-    f->by_name = calloc(n_children ? n_children : 1, sizeof *f->by_name);
-    if (!f->tensors || !f->by_name) {
+    sf->by_name = calloc(n_children ? n_children : 1, sizeof *sf->by_name);
+    if (!f->tensors || !sf->by_name) {
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for the tensors of '%s'", path);
         goto done;
     }
@@ -356,11 +365,11 @@ static int parse_header(nvf_st_file *f, const uint8_t *hdr, size_t n, const char
     }
     qsort(f->tensors, f->n_tensors, sizeof *f->tensors, cmp_offset);
     for (size_t i = 0; i < f->n_tensors; i++)
-        f->by_name[i] = i;
+        sf->by_name[i] = i;
     g_sort_tensors = f->tensors;
-    qsort(f->by_name, f->n_tensors, sizeof *f->by_name, cmp_name_idx);
+    qsort(sf->by_name, f->n_tensors, sizeof *sf->by_name, cmp_name_idx);
     for (size_t i = 1; i < f->n_tensors; i++) {
-        const char *a = f->tensors[f->by_name[i - 1]].name, *b = f->tensors[f->by_name[i]].name;
+        const char *a = f->tensors[sf->by_name[i - 1]].name, *b = f->tensors[sf->by_name[i]].name;
         if (strcmp(a, b) == 0) {
             rc = st_error(path, "duplicate tensor name '%s'", b);
             goto done;
@@ -398,15 +407,16 @@ int nvf_st_parse(nvf_st_file **out, const char *path, const uint8_t *buf, size_t
         return nvf_error_set(NVF_E_INVALID, "'%s': %zu bytes given, the header needs %" PRIu64,
                              path, len, 8 + n);
 
-    nvf_st_file *f = calloc(1, sizeof *f);
+    st_file *sf = calloc(1, sizeof *sf);
+    nvf_st_file *f = sf ? &sf->pub : NULL;
     if (!f || !(f->path = strdup(path))) {
-        free(f);
+        free(sf);
         return nvf_error_set(NVF_E_NOMEM, "no memory for '%s'", path);
     }
     f->file_size = file_size;
     f->header_len = n;
     f->data_start = 8 + n;
-    int rc = parse_header(f, buf + 8, (size_t)n, path);
+    int rc = parse_header(sf, buf + 8, (size_t)n, path);
     if (rc != NVF_OK) {
         nvf_st_close(f);
         return rc;
@@ -453,8 +463,8 @@ int nvf_st_open(nvf_st_file **out, const char *path) {
     rc = nvf_st_parse(&f, path, map, map_len, size);
     if (rc != NVF_OK)
         goto done;
-    f->map = map;
-    f->map_len = map_len;
+    ((st_file *)f)->map = map;
+    ((st_file *)f)->map_len = map_len;
     for (size_t i = 0; i < f->n_tensors; i++)
         f->tensors[i].data = (const uint8_t *)map + f->data_start + f->tensors[i].begin;
     map = NULL;
@@ -469,8 +479,9 @@ done:
 void nvf_st_close(nvf_st_file *f) {
     if (!f)
         return;
-    if (f->map)
-        munmap(f->map, f->map_len);
+    st_file *sf = (st_file *)f;
+    if (sf->map)
+        munmap(sf->map, sf->map_len);
     if (f->tensors)
         for (size_t i = 0; i < f->n_tensors; i++)
             free(f->tensors[i].name);
@@ -481,16 +492,16 @@ void nvf_st_close(nvf_st_file *f) {
     free(f->meta_keys);
     free(f->meta_values);
     free(f->tensors);
-    free(f->by_name);
+    free(sf->by_name);
     free(f->path);
-    free(f);
+    free(sf);
 }
 
 const nvf_st_tensor *nvf_st_find(const nvf_st_file *f, const char *name) {
     size_t lo = 0, hi = f->n_tensors;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        const nvf_st_tensor *t = &f->tensors[f->by_name[mid]];
+        const nvf_st_tensor *t = &f->tensors[nvf_st_priv_of(f)->by_name[mid]];
         int c = strcmp(name, t->name);
         if (c == 0)
             return t;

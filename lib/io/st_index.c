@@ -15,6 +15,7 @@
  */
 #include "nvfp4/safetensors.h"
 
+#include "io/json_strict.h"
 #include "io/st_json.h"
 #include "nvfp4/fileio.h"
 #include "nvfp4/status.h"
@@ -149,6 +150,10 @@ int nvf_st_index_read(nvf_st_index **out, const char *path) {
     }
     const char *end = NULL;
     root = cJSON_ParseWithOpts(text, &end, 1);
+    if (!root && nvf_json_syntax_ok(text, len, 0)) {
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory to read the index '%s'", path);
+        goto done;
+    }
     if (!root) {
         size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
         rc = index_error(path, "not valid JSON (the parser stopped at byte %zu)", at);

@@ -88,8 +88,13 @@ static int cmp_tensor(const void *a, const void *b) {
 
 /* The manifest object ---------------------------------------------------------------------- */
 
+nvf_manifest *nvf_manifest_alloc(void) {
+    nvf_manifest_priv *p = calloc(1, sizeof *p);
+    return p ? &p->pub : NULL;
+}
+
 nvf_manifest *nvf_manifest_new(void) {
-    nvf_manifest *m = calloc(1, sizeof *m);
+    nvf_manifest *m = nvf_manifest_alloc();
     if (m)
         m->tool_version = strdup(nvf_version());
     if (!m || !m->tool_version) {
@@ -109,10 +114,11 @@ static void free_files(nvf_manifest_file *f, size_t n) {
 void nvf_manifest_free(nvf_manifest *m) {
     if (!m)
         return;
+    nvf_manifest_priv *p = nvf_manifest_priv_of(m);
     free(m->tool_version);
-    cJSON_Delete(m->recipe);
-    cJSON_Delete(m->target);
-    cJSON_Delete(m->summary);
+    cJSON_Delete(p->recipe);
+    cJSON_Delete(p->target);
+    cJSON_Delete(p->summary);
     free_files(m->source, m->n_source);
     free_files(m->files, m->n_files);
     for (size_t i = 0; i < m->n_tensors; i++) {
@@ -121,7 +127,26 @@ void nvf_manifest_free(nvf_manifest *m) {
         free(m->tensors[i].dtype);
     }
     free(m->tensors);
-    free(m);
+    free(p);
+}
+
+void nvf_manifest_move_provenance(nvf_manifest *m, nvf_manifest *from) {
+    nvf_manifest_priv *p = nvf_manifest_priv_of(m), *f = nvf_manifest_priv_of(from);
+    cJSON_Delete(p->recipe);
+    cJSON_Delete(p->target);
+    cJSON_Delete(p->summary);
+    p->recipe = f->recipe;
+    p->target = f->target;
+    p->summary = f->summary;
+    f->recipe = f->target = f->summary = NULL;
+    free_files(m->source, m->n_source);
+    m->source = from->source;
+    m->n_source = from->n_source;
+    p->cap_source = f->cap_source;
+    m->has_source = from->has_source;
+    from->source = NULL;
+    from->n_source = f->cap_source = 0;
+    from->has_source = 0;
 }
 
 /* Make room for one more element in *arr (n used, *cap allocated). */
@@ -157,13 +182,15 @@ static int add_file_to(nvf_manifest_file **arr, size_t *n, size_t *cap, const ch
 
 int nvf_manifest_add_file(nvf_manifest *m, const char *name, uint64_t bytes,
                           const char sha256[65]) {
-    return add_file_to(&m->files, &m->n_files, &m->cap_files, name, bytes, sha256);
+    return add_file_to(&m->files, &m->n_files, &nvf_manifest_priv_of(m)->cap_files, name, bytes,
+                       sha256);
 }
 
 int nvf_manifest_add_source(nvf_manifest *m, const char *name, uint64_t bytes,
                             const char sha256[65]) {
     m->has_source = 1;
-    return add_file_to(&m->source, &m->n_source, &m->cap_source, name, bytes, sha256);
+    return add_file_to(&m->source, &m->n_source, &nvf_manifest_priv_of(m)->cap_source, name, bytes,
+                       sha256);
 }
 
 int nvf_manifest_add_tensor(nvf_manifest *m, const char *name, const char *file, const char *dtype,
@@ -171,7 +198,8 @@ int nvf_manifest_add_tensor(nvf_manifest *m, const char *name, const char *file,
     if (ndim < 0 || ndim > 8)
         return nvf_error_set(NVF_E_INVALID, "tensor '%s' has %d dimensions (0..8 allowed)", name,
                              (int)ndim);
-    int rc = grow((void **)&m->tensors, &m->cap_tensors, m->n_tensors, sizeof *m->tensors);
+    int rc = grow((void **)&m->tensors, &nvf_manifest_priv_of(m)->cap_tensors, m->n_tensors,
+                  sizeof *m->tensors);
     if (rc != NVF_OK)
         return rc;
     nvf_manifest_tensor *t = &m->tensors[m->n_tensors];
@@ -430,18 +458,20 @@ int nvf_manifest_to_string(char **out, size_t *out_len, const nvf_manifest *m) {
         rc = sorted_tensors(&tensors, m, files);
     if (rc != NVF_OK)
         goto done;
-    if (m->target && !cJSON_IsObject(m->target)) {
+    const nvf_manifest_priv *pm = nvf_manifest_priv_of_const(m);
+    if (pm->target && !cJSON_IsObject(pm->target)) {
         rc = nvf_error_set(NVF_E_INVALID, "manifest target is not an object");
         goto done;
     }
-    if (m->target) {
-        const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(m->target, "format");
+    if (pm->target) {
+        const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(pm->target, "format");
         if (!cJSON_IsString(fmt) || fmt->valuestring[0] == '\0') {
             rc = nvf_error_set(NVF_E_INVALID, "manifest target has no \"format\" string");
             goto done;
         }
     }
-    if ((m->recipe && !cJSON_IsObject(m->recipe)) || (m->summary && !cJSON_IsObject(m->summary))) {
+    if ((pm->recipe && !cJSON_IsObject(pm->recipe)) ||
+        (pm->summary && !cJSON_IsObject(pm->summary))) {
         rc = nvf_error_set(NVF_E_INVALID, "manifest recipe and summary must be objects");
         goto done;
     }
@@ -458,10 +488,10 @@ int nvf_manifest_to_string(char **out, size_t *out_len, const nvf_manifest *m) {
     put_indent(&w, 1);
     nvf_st_buf_puts(&w.b, "},");
     put_key(&w, "recipe", 1);
-    put_value(&w, m->recipe, 1, 0);
+    put_value(&w, pm->recipe, 1, 0);
     nvf_st_buf_puts(&w.b, ",");
     put_key(&w, "target", 1);
-    put_value(&w, m->target, 1, 0);
+    put_value(&w, pm->target, 1, 0);
     nvf_st_buf_puts(&w.b, ",");
     put_key(&w, "source", 1);
     if (m->has_source) {
@@ -481,7 +511,7 @@ int nvf_manifest_to_string(char **out, size_t *out_len, const nvf_manifest *m) {
     put_tensors(&w, tensors, m->n_tensors);
     nvf_st_buf_puts(&w.b, ",");
     put_key(&w, "summary", 1);
-    put_value(&w, m->summary, 1, 0);
+    put_value(&w, pm->summary, 1, 0);
     nvf_st_buf_puts(&w.b, "\n}\n");
     nvf_st_buf_append(&w.b, "", 1);
     if (w.b.oom) {

@@ -9,9 +9,34 @@
 #include "nvfp4/manifest.h"
 #include "nvfp4/safetensors.h"
 
+#include <cjson/cJSON.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+/**
+ * What a manifest holds beyond its public fields: the free-form documents and the arrays'
+ * capacities. Every nvf_manifest the library hands out is the `pub` member of one of these
+ * (lib/convert sets the documents of the manifest it writes).
+ */
+typedef struct nvf_manifest_priv {
+    nvf_manifest pub; /* first: a nvf_manifest * is a nvf_manifest_priv * */
+    cJSON *recipe;    /* owned; NULL writes null */
+    cJSON *target;    /* owned; NULL writes null */
+    cJSON *summary;   /* owned; NULL writes null */
+    size_t cap_source, cap_files, cap_tensors;
+} nvf_manifest_priv;
+
+static inline nvf_manifest_priv *nvf_manifest_priv_of(nvf_manifest *m) {
+    return (nvf_manifest_priv *)m;
+}
+
+static inline const nvf_manifest_priv *nvf_manifest_priv_of_const(const nvf_manifest *m) {
+    return (const nvf_manifest_priv *)m;
+}
+
+/** A zeroed manifest without a tool version (the reader sets it). NULL on no memory. */
+nvf_manifest *nvf_manifest_alloc(void);
 
 /**
  * What is wrong with a relative path name of a manifest entry ("is empty", "starts with '/'",

@@ -3,6 +3,7 @@
  * manifest.c; every rule there is checked here, and each rejection is NVF_E_FORMAT with a
  * message "invalid manifest 'PATH': FIELD ..." naming the field (e.g. "files[3].sha256").
  */
+#include "io/json_strict.h"
 #include "io/st_json.h"
 #include "manifest/manifest_internal.h"
 #include "nvfp4/dtype.h"
@@ -266,7 +267,7 @@ static int read_tensors(nvf_manifest *m, const cJSON *arr, const char *path) {
     m->tensors = calloc(n ? n : 1, sizeof *m->tensors);
     if (!m->tensors)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the manifest '%s'", path);
-    m->cap_tensors = n;
+    nvf_manifest_priv_of(m)->cap_tensors = n;
     size_t i = 0;
     for (const cJSON *e = arr->child; e; e = e->next, i++) {
         const cJSON *v[5];
@@ -318,7 +319,7 @@ static int take_object(cJSON **out, cJSON *root, cJSON *v, const char *path, con
     return NVF_OK;
 }
 
-static int read_target(nvf_manifest *m, cJSON *root, cJSON *v, const char *path) {
+static int read_target(nvf_manifest_priv *m, cJSON *root, cJSON *v, const char *path) {
     int rc = take_object(&m->target, root, v, path, "target");
     if (rc != NVF_OK || !m->target)
         return rc;
@@ -337,6 +338,7 @@ static int read_document(nvf_manifest *m, cJSON *root, const char *path) {
     static const char *const tool_keys[] = {"name", "version"};
     static const char *const source_keys[] = {"files"};
     const cJSON *v[8] = {0}, *tv[2] = {0}, *sv[1] = {0};
+    nvf_manifest_priv *p = nvf_manifest_priv_of(m);
     int rc = get_fields(v, root, keys, 8, path, "the document");
     if (rc != NVF_OK)
         return rc;
@@ -360,19 +362,19 @@ static int read_document(nvf_manifest *m, cJSON *root, const char *path) {
         if (rc != NVF_OK)
             return rc;
         m->has_source = 1;
-        m->cap_source = m->n_source;
+        p->cap_source = m->n_source;
     }
     rc = read_files(&m->files, &m->n_files, v[5], path, "files");
     if (rc != NVF_OK)
         return rc;
-    m->cap_files = m->n_files;
+    p->cap_files = m->n_files;
     rc = read_tensors(m, v[6], path);
     if (rc == NVF_OK)
-        rc = take_object(&m->recipe, root, (cJSON *)v[2], path, "recipe");
+        rc = take_object(&p->recipe, root, (cJSON *)v[2], path, "recipe");
     if (rc == NVF_OK)
-        rc = read_target(m, root, (cJSON *)v[3], path);
+        rc = read_target(p, root, (cJSON *)v[3], path);
     if (rc == NVF_OK)
-        rc = take_object(&m->summary, root, (cJSON *)v[7], path, "summary");
+        rc = take_object(&p->summary, root, (cJSON *)v[7], path, "summary");
     return rc;
 }
 
@@ -396,6 +398,10 @@ int nvf_manifest_parse(nvf_manifest **out, const char *path, const char *text, s
     copy[len] = '\0';
     const char *end = NULL;
     root = cJSON_ParseWithOpts(copy, &end, 1);
+    if (!root && nvf_json_syntax_ok(copy, len, 0)) {
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory for the manifest '%s'", path);
+        goto done;
+    }
     if (!root) {
         size_t stop = end && end >= copy && end <= copy + len ? (size_t)(end - copy) : len;
         rc = bad(path, "not valid JSON (the parser stopped at byte %zu)", stop);
@@ -417,7 +423,7 @@ int nvf_manifest_parse(nvf_manifest **out, const char *path, const char *text, s
             rc = bad(path, "%s is a number beyond the range of a double", where);
         goto done;
     }
-    m = calloc(1, sizeof *m);
+    m = nvf_manifest_alloc();
     if (!m) {
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for the manifest '%s'", path);
         goto done;

@@ -5,6 +5,7 @@
  */
 #include "synth/synth_internal.h"
 
+#include "io/json_build.h"
 #include "nvfp4/fileio.h"
 #include "nvfp4/status.h"
 #include "nvfp4/version.h"
@@ -94,57 +95,104 @@ static void byte_level_char(char out[3], int b) {
     }
 }
 
-static cJSON *byte_level(void) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddBoolToObject(o, "add_prefix_space", 0);
-    cJSON_AddBoolToObject(o, "trim_offsets", 1);
-    cJSON_AddBoolToObject(o, "use_regex", 1);
-    cJSON_AddStringToObject(o, "type", "ByteLevel");
+static cJSON *byte_level(nvf_jb *b) {
+    cJSON *o = nvf_jb_take(b, cJSON_CreateObject());
+    nvf_jb_bool(b, o, "add_prefix_space", 0);
+    nvf_jb_bool(b, o, "trim_offsets", 1);
+    nvf_jb_bool(b, o, "use_regex", 1);
+    nvf_jb_str(b, o, "type", "ByteLevel");
     return o;
 }
 
 /* A minimal but loadable tokenizers-library file: byte-level BPE without merges. */
 static cJSON *tokenizer_json(const char *const *specials, size_t n) {
-    cJSON *t = cJSON_CreateObject();
-    cJSON_AddStringToObject(t, "version", "1.0");
-    cJSON_AddNullToObject(t, "truncation");
-    cJSON_AddNullToObject(t, "padding");
-    cJSON *added = cJSON_AddArrayToObject(t, "added_tokens");
+    nvf_jb b = {0};
+    cJSON *t = nvf_jb_take(&b, cJSON_CreateObject());
+    nvf_jb_str(&b, t, "version", "1.0");
+    nvf_jb_null(&b, t, "truncation");
+    nvf_jb_null(&b, t, "padding");
+    cJSON *added = nvf_jb_arr(&b, t, "added_tokens");
     for (size_t i = 0; added && i < n; i++) {
-        cJSON *a = cJSON_CreateObject();
-        cJSON_AddNumberToObject(a, "id", (double)(256 + i));
-        cJSON_AddStringToObject(a, "content", specials[i]);
-        cJSON_AddBoolToObject(a, "single_word", 0);
-        cJSON_AddBoolToObject(a, "lstrip", 0);
-        cJSON_AddBoolToObject(a, "rstrip", 0);
-        cJSON_AddBoolToObject(a, "normalized", 0);
-        cJSON_AddBoolToObject(a, "special", 1);
-        cJSON_AddItemToArray(added, a);
+        cJSON *a = nvf_jb_take(&b, cJSON_CreateObject());
+        nvf_jb_num(&b, a, "id", (double)(256 + i));
+        nvf_jb_str(&b, a, "content", specials[i]);
+        nvf_jb_bool(&b, a, "single_word", 0);
+        nvf_jb_bool(&b, a, "lstrip", 0);
+        nvf_jb_bool(&b, a, "rstrip", 0);
+        nvf_jb_bool(&b, a, "normalized", 0);
+        nvf_jb_bool(&b, a, "special", 1);
+        nvf_jb_push(&b, added, a);
     }
-    cJSON_AddNullToObject(t, "normalizer");
-    cJSON_AddItemToObject(t, "pre_tokenizer", byte_level());
-    cJSON_AddNullToObject(t, "post_processor");
-    cJSON_AddItemToObject(t, "decoder", byte_level());
-    cJSON *m = cJSON_AddObjectToObject(t, "model");
-    if (m) {
-        cJSON_AddStringToObject(m, "type", "BPE");
-        cJSON_AddNullToObject(m, "dropout");
-        cJSON_AddNullToObject(m, "unk_token");
-        cJSON_AddNullToObject(m, "continuing_subword_prefix");
-        cJSON_AddNullToObject(m, "end_of_word_suffix");
-        cJSON_AddBoolToObject(m, "fuse_unk", 0);
-        cJSON_AddBoolToObject(m, "byte_fallback", 0);
-        cJSON *vocab = cJSON_AddObjectToObject(m, "vocab");
-        for (int b = 0; vocab && b < 256; b++) {
-            char ch[3];
-            byte_level_char(ch, b);
-            cJSON_AddNumberToObject(vocab, ch, b);
-        }
-        for (size_t i = 0; vocab && i < n; i++)
-            cJSON_AddNumberToObject(vocab, specials[i], (double)(256 + i));
-        cJSON_AddArrayToObject(m, "merges");
+    nvf_jb_null(&b, t, "normalizer");
+    nvf_jb_put(&b, t, "pre_tokenizer", byte_level(&b));
+    nvf_jb_null(&b, t, "post_processor");
+    nvf_jb_put(&b, t, "decoder", byte_level(&b));
+    cJSON *m = nvf_jb_obj(&b, t, "model");
+    nvf_jb_str(&b, m, "type", "BPE");
+    nvf_jb_null(&b, m, "dropout");
+    nvf_jb_null(&b, m, "unk_token");
+    nvf_jb_null(&b, m, "continuing_subword_prefix");
+    nvf_jb_null(&b, m, "end_of_word_suffix");
+    nvf_jb_bool(&b, m, "fuse_unk", 0);
+    nvf_jb_bool(&b, m, "byte_fallback", 0);
+    cJSON *vocab = nvf_jb_obj(&b, m, "vocab");
+    for (int v = 0; vocab && v < 256; v++) {
+        char ch[3];
+        byte_level_char(ch, v);
+        nvf_jb_num(&b, vocab, ch, v);
     }
-    return t;
+    for (size_t i = 0; vocab && i < n; i++)
+        nvf_jb_num(&b, vocab, specials[i], (double)(256 + i));
+    nvf_jb_arr(&b, m, "merges");
+    return nvf_jb_done(&b, t);
+}
+
+static cJSON *generation_config(int ds) {
+    nvf_jb b = {0};
+    cJSON *g = nvf_jb_take(&b, cJSON_CreateObject());
+    nvf_jb_num(&b, g, "bos_token_id", 256);
+    nvf_jb_bool(&b, g, "do_sample", 1);
+    if (ds) {
+        nvf_jb_num(&b, g, "eos_token_id", 257);
+        nvf_jb_num(&b, g, "temperature", 0.6);
+        nvf_jb_num(&b, g, "top_p", 0.95);
+        nvf_jb_str(&b, g, "transformers_version", "4.46.3");
+    } else {
+        const int eos_ids[2] = {258, 256};
+        nvf_jb_put(&b, g, "eos_token_id", cJSON_CreateIntArray(eos_ids, 2));
+        nvf_jb_num(&b, g, "pad_token_id", 256);
+        nvf_jb_num(&b, g, "temperature", 0.6);
+        nvf_jb_num(&b, g, "top_k", 20);
+        nvf_jb_num(&b, g, "top_p", 0.95);
+        nvf_jb_str(&b, g, "transformers_version", "4.51.0");
+    }
+    return nvf_jb_done(&b, g);
+}
+
+static cJSON *tokenizer_config(int ds, const char *const *sp, const char *eos) {
+    nvf_jb b = {0};
+    cJSON *tc = nvf_jb_take(&b, cJSON_CreateObject());
+    nvf_jb_bool(&b, tc, "add_bos_token", ds);
+    nvf_jb_bool(&b, tc, "add_eos_token", 0);
+    if (ds)
+        nvf_jb_str(&b, tc, "bos_token", sp[0]);
+    else
+        nvf_jb_null(&b, tc, "bos_token");
+    nvf_jb_str(&b, tc, "eos_token", eos);
+    nvf_jb_num(&b, tc, "model_max_length", ds ? 163840 : 40960);
+    nvf_jb_str(&b, tc, "pad_token", ds ? eos : sp[0]);
+    nvf_jb_str(&b, tc, "tokenizer_class", ds ? "LlamaTokenizerFast" : "Qwen2Tokenizer");
+    return nvf_jb_done(&b, tc);
+}
+
+static cJSON *special_tokens_map(int ds, const char *const *sp, const char *eos) {
+    nvf_jb b = {0};
+    cJSON *st = nvf_jb_take(&b, cJSON_CreateObject());
+    if (ds)
+        nvf_jb_str(&b, st, "bos_token", sp[0]);
+    nvf_jb_str(&b, st, "eos_token", eos);
+    nvf_jb_str(&b, st, "pad_token", ds ? eos : sp[0]);
+    return nvf_jb_done(&b, st);
 }
 
 int synth_write_side_files(nvf_synth_summary *sum, const nvf_synth_plan *p, const char *dst) {
@@ -153,49 +201,15 @@ int synth_write_side_files(nvf_synth_summary *sum, const nvf_synth_plan *p, cons
     size_t nsp = ds ? 2 : 3;
     const char *eos = ds ? sp[1] : sp[2];
     int rc;
-
-    cJSON *g = cJSON_CreateObject();
-    cJSON_AddNumberToObject(g, "bos_token_id", 256);
-    cJSON_AddBoolToObject(g, "do_sample", 1);
-    if (ds) {
-        cJSON_AddNumberToObject(g, "eos_token_id", 257);
-        cJSON_AddNumberToObject(g, "temperature", 0.6);
-        cJSON_AddNumberToObject(g, "top_p", 0.95);
-        cJSON_AddStringToObject(g, "transformers_version", "4.46.3");
-    } else {
-        const int eos_ids[2] = {258, 256};
-        cJSON_AddItemToObject(g, "eos_token_id", cJSON_CreateIntArray(eos_ids, 2));
-        cJSON_AddNumberToObject(g, "pad_token_id", 256);
-        cJSON_AddNumberToObject(g, "temperature", 0.6);
-        cJSON_AddNumberToObject(g, "top_k", 20);
-        cJSON_AddNumberToObject(g, "top_p", 0.95);
-        cJSON_AddStringToObject(g, "transformers_version", "4.51.0");
-    }
-    if ((rc = write_json(sum, dst, "generation_config.json", g)) != NVF_OK)
+    if ((rc = write_json(sum, dst, "generation_config.json", generation_config(ds))) != NVF_OK)
         return rc;
     if ((rc = write_json(sum, dst, "tokenizer.json", tokenizer_json(sp, nsp))) != NVF_OK)
         return rc;
-
-    cJSON *tc = cJSON_CreateObject();
-    cJSON_AddBoolToObject(tc, "add_bos_token", ds);
-    cJSON_AddBoolToObject(tc, "add_eos_token", 0);
-    if (ds)
-        cJSON_AddStringToObject(tc, "bos_token", sp[0]);
-    else
-        cJSON_AddNullToObject(tc, "bos_token");
-    cJSON_AddStringToObject(tc, "eos_token", eos);
-    cJSON_AddNumberToObject(tc, "model_max_length", ds ? 163840 : 40960);
-    cJSON_AddStringToObject(tc, "pad_token", ds ? eos : sp[0]);
-    cJSON_AddStringToObject(tc, "tokenizer_class", ds ? "LlamaTokenizerFast" : "Qwen2Tokenizer");
-    if ((rc = write_json(sum, dst, "tokenizer_config.json", tc)) != NVF_OK)
+    if ((rc = write_json(sum, dst, "tokenizer_config.json", tokenizer_config(ds, sp, eos))) !=
+        NVF_OK)
         return rc;
-
-    cJSON *st = cJSON_CreateObject();
-    if (ds)
-        cJSON_AddStringToObject(st, "bos_token", sp[0]);
-    cJSON_AddStringToObject(st, "eos_token", eos);
-    cJSON_AddStringToObject(st, "pad_token", ds ? eos : sp[0]);
-    if ((rc = write_json(sum, dst, "special_tokens_map.json", st)) != NVF_OK)
+    if ((rc = write_json(sum, dst, "special_tokens_map.json", special_tokens_map(ds, sp, eos))) !=
+        NVF_OK)
         return rc;
 
     const nvf_synth_options *o = &p->opt;

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* nvf_synth_tensor.kind: the distribution of a tensor's values. */
+/* synth_make.kind: the distribution of a tensor's values. */
 enum {
     SYNTH_KIND_WEIGHT = 0, /* N(0, 0.02^2)-like with 1-in-4096 outliers x(8..32) */
     SYNTH_KIND_ROUTER = 1, /* N(0, 0.02^2)-like, no outliers */
@@ -18,7 +18,7 @@ enum {
     SYNTH_KIND_BIAS = 3,   /* N(0, 0.001^2)-like */
 };
 
-/* nvf_synth_tensor.role. */
+/* synth_make.role. */
 enum {
     SYNTH_ROLE_PLAIN = 0, /* values stored as the tensor's dtype (BF16 or F32) */
     SYNTH_ROLE_FP8 = 1,   /* F8_E4M3 block-quantized from the BF16 values */
@@ -29,14 +29,34 @@ enum {
 #define SYNTH_FP8_BLOCK 128
 #define SYNTH_FP8_MAX   448.0f
 
+/** How the values of one tensor of the plan are made. */
+typedef struct synth_make {
+    int kind;       /* value distribution */
+    int role;       /* plain values, FP8 weight, or the scale of the tensor before it */
+    size_t n_parts; /* logical matrices concatenated in flat order */
+    uint64_t part_numel;
+    uint64_t *part_keys; /* owned */
+} synth_make;
+
+/** Every nvf_synth_plan that nvf_synth_plan_build() hands out is the `pub` member of one. */
+typedef struct synth_plan_priv {
+    nvf_synth_plan pub; /* first: a nvf_synth_plan * is a synth_plan_priv * */
+    synth_make *make;   /* parallel to pub.tensors */
+} synth_plan_priv;
+
+/** How tensor `i` of plan `p` is made. */
+static inline const synth_make *synth_make_of(const nvf_synth_plan *p, size_t i) {
+    return &((const synth_plan_priv *)p)->make[i];
+}
+
 /** The key of a logical matrix: mix(fnv1a64(name) ^ mix(seed)). */
 uint64_t synth_key(uint64_t seed, const char *name);
 
 /**
- * Values of elements [first, first + n) of tensor `t` in flat row-major order, as binary32
- * before any rounding to the stored dtype.
+ * Values of elements [first, first + n) of the tensor made by `m` in flat row-major order, as
+ * binary32 before any rounding to the stored dtype.
  */
-void synth_fill_f32(float *out, const nvf_synth_tensor *t, uint64_t first, size_t n);
+void synth_fill_f32(float *out, const synth_make *m, uint64_t first, size_t n);
 
 /* The writer's files (synth_files.c) ------------------------------------------------------ */
 

@@ -4,6 +4,7 @@
  */
 #include "synth/synth_internal.h"
 
+#include "io/json_build.h"
 #include "nvfp4/status.h"
 
 #include <cjson/cJSON.h>
@@ -144,6 +145,7 @@ static void name_fmt(char out[SYNTH_NAME_MAX], const char *fmt, ...) {
 
 typedef struct builder {
     nvf_synth_plan *p;
+    synth_plan_priv *priv;
     size_t cap;
 } builder;
 
@@ -153,15 +155,20 @@ static int push(builder *b, const char *name, nvf_dtype dtype, int kind, int rol
     if (p->n_tensors == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 64;
         nvf_synth_tensor *t = realloc(p->tensors, cap * sizeof *t);
-        if (!t) {
+        if (t)
+            p->tensors = t;
+        synth_make *mk = t ? realloc(b->priv->make, cap * sizeof *mk) : NULL;
+        if (!mk) {
             free(keys);
             return nvf_error_set(NVF_E_NOMEM, "no memory for the tensor list");
         }
-        p->tensors = t;
+        b->priv->make = mk;
         b->cap = cap;
     }
     nvf_synth_tensor *t = &p->tensors[p->n_tensors];
+    synth_make *mk = &b->priv->make[p->n_tensors];
     memset(t, 0, sizeof *t);
+    memset(mk, 0, sizeof *mk);
     t->name = strdup(name);
     if (!t->name) {
         free(keys);
@@ -169,8 +176,8 @@ static int push(builder *b, const char *name, nvf_dtype dtype, int kind, int rol
     }
     p->n_tensors++;
     t->dtype = dtype;
-    t->kind = kind;
-    t->role = role;
+    mk->kind = kind;
+    mk->role = role;
     t->ndim = ndim;
     uint64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
@@ -179,9 +186,9 @@ static int push(builder *b, const char *name, nvf_dtype dtype, int kind, int rol
     }
     /* Every dimension is capped by resolve(), so numel stays far below 2^64. */
     t->nbytes = numel * (nvf_dtype_bits(dtype) / 8);
-    t->n_parts = n_parts;
-    t->part_keys = keys;
-    t->part_numel = n_parts ? numel / n_parts : 0;
+    mk->n_parts = n_parts;
+    mk->part_keys = keys;
+    mk->part_numel = n_parts ? numel / n_parts : 0;
     return NVF_OK;
 }
 
@@ -379,7 +386,7 @@ static void split_shards(nvf_synth_plan *p) {
     for (size_t i = 0; i < p->n_tensors;) {
         size_t n = 1;
         uint64_t bytes = p->tensors[i].nbytes;
-        if (i + 1 < p->n_tensors && p->tensors[i + 1].role == SYNTH_ROLE_SCALE) {
+        if (i + 1 < p->n_tensors && synth_make_of(p, i + 1)->role == SYNTH_ROLE_SCALE) {
             n = 2;
             bytes += p->tensors[i + 1].nbytes;
         }
@@ -396,10 +403,11 @@ static void split_shards(nvf_synth_plan *p) {
 }
 
 int nvf_synth_plan_build(nvf_synth_plan **out, const nvf_synth_options *opt) {
-    nvf_synth_plan *p = calloc(1, sizeof *p);
-    if (!p)
+    synth_plan_priv *priv = calloc(1, sizeof *priv);
+    if (!priv)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the synth plan");
-    builder b = {p, 0};
+    nvf_synth_plan *p = &priv->pub;
+    builder b = {p, priv, 0};
     char L[SYNTH_NAME_MAX];
     int rc = resolve(p, opt);
     if (rc != NVF_OK)
@@ -434,25 +442,25 @@ done:
 void nvf_synth_plan_free(nvf_synth_plan *plan) {
     if (!plan)
         return;
+    synth_plan_priv *priv = (synth_plan_priv *)plan;
     for (size_t i = 0; i < plan->n_tensors; i++) {
         free(plan->tensors[i].name);
-        free(plan->tensors[i].part_keys);
+        free(priv->make[i].part_keys);
     }
     free(plan->tensors);
-    free(plan);
+    free(priv->make);
+    free(priv);
 }
 
 /* config.json -------------------------------------------------------------------------------- */
 
-static cJSON *quantization_config(const nvf_synth_plan *p) {
-    cJSON *q = cJSON_CreateObject();
-    if (!q)
-        return NULL;
-    cJSON_AddStringToObject(q, "activation_scheme", "dynamic");
-    cJSON_AddStringToObject(q, "fmt", "e4m3");
+static cJSON *quantization_config(nvf_jb *b, const nvf_synth_plan *p) {
+    cJSON *q = nvf_jb_take(b, cJSON_CreateObject());
+    nvf_jb_str(b, q, "activation_scheme", "dynamic");
+    nvf_jb_str(b, q, "fmt", "e4m3");
     /* Qwen3-*-FP8 lists the modules left in BF16; DeepSeek-V3's config does not. */
     if (p->opt.preset == NVF_SYNTH_PRESET_QWEN3_MOE) {
-        cJSON *keep = cJSON_AddArrayToObject(q, "modules_to_not_convert");
+        cJSON *keep = nvf_jb_arr(b, q, "modules_to_not_convert");
         for (size_t i = 0; keep && i < p->n_tensors; i++) {
             const nvf_synth_tensor *t = &p->tensors[i];
             if (t->dtype != NVF_DTYPE_BF16)
@@ -460,26 +468,27 @@ static cJSON *quantization_config(const nvf_synth_plan *p) {
             size_t n = strlen(t->name);
             char module[SYNTH_NAME_MAX];
             snprintf(module, sizeof module, "%.*s", (int)(n > 7 ? n - 7 : n), t->name);
-            cJSON_AddItemToArray(keep, cJSON_CreateString(module));
+            nvf_jb_push(b, keep, cJSON_CreateString(module));
         }
     }
-    cJSON_AddStringToObject(q, "quant_method", "fp8");
+    nvf_jb_str(b, q, "quant_method", "fp8");
     if (p->opt.scale_fmt == NVF_SYNTH_SCALE_UE8M0)
-        cJSON_AddStringToObject(q, "scale_fmt", "ue8m0");
+        nvf_jb_str(b, q, "scale_fmt", "ue8m0");
     const int block[2] = {SYNTH_FP8_BLOCK, SYNTH_FP8_BLOCK};
-    cJSON_AddItemToObject(q, "weight_block_size", cJSON_CreateIntArray(block, 2));
+    nvf_jb_put(b, q, "weight_block_size", cJSON_CreateIntArray(block, 2));
     return q;
 }
 
-#define NUM(key, v)  cJSON_AddNumberToObject(c, key, (double)(v))
-#define STR(key, v)  cJSON_AddStringToObject(c, key, v)
-#define BOOL(key, v) cJSON_AddBoolToObject(c, key, v)
+#define NUM(key, v)  nvf_jb_num(b, c, key, (double)(v))
+#define STR(key, v)  nvf_jb_str(b, c, key, v)
+#define BOOL(key, v) nvf_jb_bool(b, c, key, v)
+#define NUL(key)     nvf_jb_null(b, c, key)
 
 /* Qwen3-30B-A3B's config.json fields, in its (sorted) order. */
-static void qwen3_config(cJSON *c, const nvf_synth_plan *p) {
+static void qwen3_config(nvf_jb *b, cJSON *c, const nvf_synth_plan *p) {
     const nvf_synth_options *o = &p->opt;
     const char *arch = "Qwen3MoeForCausalLM";
-    cJSON_AddItemToObject(c, "architectures", cJSON_CreateStringArray(&arch, 1));
+    nvf_jb_put(b, c, "architectures", cJSON_CreateStringArray(&arch, 1));
     BOOL("attention_bias", 0);
     NUM("attention_dropout", 0.0);
     NUM("bos_token_id", 256);
@@ -492,7 +501,7 @@ static void qwen3_config(cJSON *c, const nvf_synth_plan *p) {
     NUM("intermediate_size", o->intermediate);
     NUM("max_position_embeddings", 40960);
     NUM("max_window_layers", o->layers);
-    cJSON_AddArrayToObject(c, "mlp_only_layers");
+    nvf_jb_arr(b, c, "mlp_only_layers");
     STR("model_type", "qwen3_moe");
     NUM("moe_intermediate_size", o->moe_intermediate);
     BOOL("norm_topk_prob", 1);
@@ -503,12 +512,12 @@ static void qwen3_config(cJSON *c, const nvf_synth_plan *p) {
     NUM("num_key_value_heads", p->kv_heads);
     BOOL("output_router_logits", 0);
     if (o->dtype == NVF_SYNTH_DTYPE_FP8_BLOCK)
-        cJSON_AddItemToObject(c, "quantization_config", quantization_config(p));
+        nvf_jb_put(b, c, "quantization_config", quantization_config(b, p));
     NUM("rms_norm_eps", 1e-6);
-    cJSON_AddNullToObject(c, "rope_scaling");
+    NUL("rope_scaling");
     NUM("rope_theta", 1000000.0);
     NUM("router_aux_loss_coef", 0.001);
-    cJSON_AddNullToObject(c, "sliding_window");
+    NUL("sliding_window");
     BOOL("tie_word_embeddings", 0);
     STR("torch_dtype", "bfloat16");
     STR("transformers_version", "4.51.0");
@@ -518,10 +527,10 @@ static void qwen3_config(cJSON *c, const nvf_synth_plan *p) {
 }
 
 /* DeepSeek-V3's config.json fields (without auto_map: no modeling code ships here). */
-static void deepseek_config(cJSON *c, const nvf_synth_plan *p) {
+static void deepseek_config(nvf_jb *b, cJSON *c, const nvf_synth_plan *p) {
     const nvf_synth_options *o = &p->opt;
     const char *arch = "DeepseekV3ForCausalLM";
-    cJSON_AddItemToObject(c, "architectures", cJSON_CreateStringArray(&arch, 1));
+    nvf_jb_put(b, c, "architectures", cJSON_CreateStringArray(&arch, 1));
     BOOL("attention_bias", 0);
     NUM("attention_dropout", 0.0);
     NUM("aux_loss_alpha", 0.001);
@@ -552,18 +561,16 @@ static void deepseek_config(cJSON *c, const nvf_synth_plan *p) {
     NUM("qk_nope_head_dim", p->qk_nope);
     NUM("qk_rope_head_dim", p->qk_rope);
     if (o->dtype == NVF_SYNTH_DTYPE_FP8_BLOCK)
-        cJSON_AddItemToObject(c, "quantization_config", quantization_config(p));
+        nvf_jb_put(b, c, "quantization_config", quantization_config(b, p));
     NUM("rms_norm_eps", 1e-6);
-    cJSON *rope = cJSON_AddObjectToObject(c, "rope_scaling");
-    if (rope) {
-        cJSON_AddNumberToObject(rope, "beta_fast", 32);
-        cJSON_AddNumberToObject(rope, "beta_slow", 1);
-        cJSON_AddNumberToObject(rope, "factor", 40);
-        cJSON_AddNumberToObject(rope, "mscale", 1.0);
-        cJSON_AddNumberToObject(rope, "mscale_all_dim", 1.0);
-        cJSON_AddNumberToObject(rope, "original_max_position_embeddings", 4096);
-        cJSON_AddStringToObject(rope, "type", "yarn");
-    }
+    cJSON *rope = nvf_jb_obj(b, c, "rope_scaling");
+    nvf_jb_num(b, rope, "beta_fast", 32);
+    nvf_jb_num(b, rope, "beta_slow", 1);
+    nvf_jb_num(b, rope, "factor", 40);
+    nvf_jb_num(b, rope, "mscale", 1.0);
+    nvf_jb_num(b, rope, "mscale_all_dim", 1.0);
+    nvf_jb_num(b, rope, "original_max_position_embeddings", 4096);
+    nvf_jb_str(b, rope, "type", "yarn");
     NUM("rope_theta", 10000);
     NUM("routed_scaling_factor", 2.5);
     STR("scoring_func", "sigmoid");
@@ -581,16 +588,19 @@ static void deepseek_config(cJSON *c, const nvf_synth_plan *p) {
 #undef NUM
 #undef STR
 #undef BOOL
+#undef NUL
 
 char *nvf_synth_config_json(const nvf_synth_plan *plan) {
-    cJSON *c = cJSON_CreateObject();
-    if (!c)
-        return NULL;
+    nvf_jb b = {0};
+    cJSON *c = nvf_jb_take(&b, cJSON_CreateObject());
     if (plan->opt.preset == NVF_SYNTH_PRESET_DEEPSEEK_V3)
-        deepseek_config(c, plan);
+        deepseek_config(&b, c, plan);
     else
-        qwen3_config(c, plan);
-    char *text = cJSON_Print(c);
+        qwen3_config(&b, c, plan);
+    c = nvf_jb_done(&b, c);
+    char *text = c ? cJSON_Print(c) : NULL;
     cJSON_Delete(c);
+    if (!text)
+        nvf_error_set(NVF_E_NOMEM, "no memory for config.json");
     return text;
 }

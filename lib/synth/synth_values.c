@@ -58,7 +58,7 @@ static void fill_part(float *out, uint64_t key, int kind, uint64_t first, size_t
     }
 }
 
-void synth_fill_f32(float *out, const nvf_synth_tensor *t, uint64_t first, size_t n) {
+void synth_fill_f32(float *out, const synth_make *t, uint64_t first, size_t n) {
     while (n > 0) {
         uint64_t part = first / t->part_numel;
         uint64_t off = first % t->part_numel;

@@ -120,6 +120,7 @@ static int grow(void **buf, size_t *cap, size_t n, size_t elem) {
 typedef struct round {
     stream *s;
     const nvf_synth_tensor *t;
+    const synth_make *m;
     uint64_t first; /* flat index of the round's first element */
     size_t n_tasks;
     /* plain tensors */
@@ -167,17 +168,17 @@ static void plain_task(round *r, size_t slot) {
     uint64_t first = r->first + (uint64_t)slot * SYNTH_CHUNK;
     size_t n = r->numel - first < SYNTH_CHUNK ? (size_t)(r->numel - first) : SYNTH_CHUNK;
     if (r->t->dtype == NVF_DTYPE_F32) {
-        synth_fill_f32((float *)r->s->out + slot * SYNTH_CHUNK, r->t, first, n);
+        synth_fill_f32((float *)r->s->out + slot * SYNTH_CHUNK, r->m, first, n);
         return;
     }
     float *f = r->s->f32 + slot * SYNTH_CHUNK;
     uint16_t *h = (uint16_t *)r->s->out + slot * SYNTH_CHUNK;
-    synth_fill_f32(f, r->t, first, n);
+    synth_fill_f32(f, r->m, first, n);
     for (size_t k = 0; k < n; k++)
         h[k] = nvf_f32_to_bf16_rn(f[k]);
 }
 
-static int write_plain(stream *s, const nvf_synth_tensor *t) {
+static int write_plain(stream *s, const nvf_synth_tensor *t, const synth_make *m) {
     size_t esize = nvf_dtype_bits(t->dtype) / 8;
     size_t slots = (size_t)s->threads;
     int rc;
@@ -185,7 +186,7 @@ static int write_plain(stream *s, const nvf_synth_tensor *t) {
         (rc = grow((void **)&s->out, &s->out_cap, slots * SYNTH_CHUNK * sizeof(float), 1)) !=
             NVF_OK)
         return rc;
-    round r = {.s = s, .t = t, .numel = t->n_parts * t->part_numel};
+    round r = {.s = s, .t = t, .m = m, .numel = m->n_parts * m->part_numel};
     uint64_t per_round = (uint64_t)slots * SYNTH_CHUNK;
     for (r.first = 0; rc == NVF_OK && r.first < r.numel; r.first += per_round) {
         uint64_t n = r.numel - r.first < per_round ? r.numel - r.first : per_round;
@@ -235,7 +236,7 @@ static void fp8_task(round *r, size_t slot) {
         uint32_t amax = 0;
         for (int64_t i = 0; i < nr; i++) {
             float *v = w + i * nc;
-            synth_fill_f32(v, r->t, flat + (uint64_t)(i * cols + c0), (size_t)nc);
+            synth_fill_f32(v, r->m, flat + (uint64_t)(i * cols + c0), (size_t)nc);
             for (int64_t c = 0; c < nc; c++) {
                 uint16_t h = nvf_f32_to_bf16_rn(v[c]);
                 uint32_t a = ((uint32_t)h << 16) & 0x7FFFFFFFu;
@@ -255,8 +256,8 @@ static void fp8_task(round *r, size_t slot) {
 }
 
 /* An F8_E4M3 weight; its scales are kept for the weight_scale_inv tensor that follows. */
-static int write_fp8(stream *s, const nvf_synth_tensor *t) {
-    round r = {.s = s, .t = t};
+static int write_fp8(stream *s, const nvf_synth_tensor *t, const synth_make *m) {
+    round r = {.s = s, .t = t, .m = m};
     int64_t batch = t->ndim == 3 ? t->shape[0] : 1;
     r.rows = t->shape[t->ndim - 2];
     r.cols = t->shape[t->ndim - 1];
@@ -284,17 +285,17 @@ static int write_fp8(stream *s, const nvf_synth_tensor *t) {
     return rc;
 }
 
-static int write_tensor(stream *s, const nvf_synth_tensor *t) {
-    switch (t->role) {
+static int write_tensor(stream *s, const nvf_synth_tensor *t, const synth_make *m) {
+    switch (m->role) {
     case SYNTH_ROLE_FP8:
-        return write_fp8(s, t);
+        return write_fp8(s, t, m);
     case SYNTH_ROLE_SCALE:
         if (!s->scales || s->n_scales * sizeof(float) != t->nbytes)
             return nvf_error_set(NVF_E_INVALID, "synth: '%s' does not follow its FP8 weight",
                                  t->name);
         return nvf_st_writer_write(s->w, s->scales, t->nbytes);
     default:
-        return write_plain(s, t);
+        return write_plain(s, t, m);
     }
 }
 
@@ -322,7 +323,7 @@ static int write_shard(nvf_synth_summary *sum, stream *s, const nvf_synth_plan *
         if (s->stop && *s->stop)
             rc = nvf_error_set(NVF_E_INTERRUPTED, "interrupted while writing '%s'", path);
         else
-            rc = write_tensor(s, &p->tensors[first + i]);
+            rc = write_tensor(s, &p->tensors[first + i], synth_make_of(p, first + i));
     }
     if (rc == NVF_OK) {
         rc = nvf_st_writer_finish(s->w);

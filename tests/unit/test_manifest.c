@@ -139,10 +139,11 @@ static nvf_manifest *sample(void) {
                                   0) == NVF_OK);
     CHECK(nvf_manifest_add_tensor(m, "a.scale", "rank-00000-of-00002/model.safetensors", "F32", 0,
                                   shape, 0xffffffffu) == NVF_OK);
-    m->recipe = cJSON_Parse("{\"version\": 1, \"quant\": {\"method\": \"4over6\", "
-                            "\"e4m3_max\": 448, \"ratio\": 0.1, \"big\": 1e300}}");
-    m->target = cJSON_Parse("{\"format\": \"modelopt\", \"layout\": null}");
-    m->summary =
+    nvf_manifest_priv_of(m)->recipe =
+        cJSON_Parse("{\"version\": 1, \"quant\": {\"method\": \"4over6\", "
+                    "\"e4m3_max\": 448, \"ratio\": 0.1, \"big\": 1e300}}");
+    nvf_manifest_priv_of(m)->target = cJSON_Parse("{\"format\": \"modelopt\", \"layout\": null}");
+    nvf_manifest_priv_of(m)->summary =
         cJSON_Parse("{\"tensors\": {\"converted\": 3, \"kept\": []}, \"name\": \"\\u00e9\"}");
     return m;
 }
@@ -178,12 +179,15 @@ static void test_round_trip(void) {
         CHECK_EQ_U64(r->tensors[2].shape[1], 16);
         CHECK_EQ_U64(r->tensors[2].crc32, 0xcbf43926u);
         CHECK_EQ_STR(r->tool_version, m->tool_version);
-        const cJSON *q = cJSON_GetObjectItemCaseSensitive(r->recipe, "quant");
+        const cJSON *q = cJSON_GetObjectItemCaseSensitive(nvf_manifest_priv_of(r)->recipe, "quant");
         CHECK(cJSON_GetObjectItemCaseSensitive(q, "ratio")->valuedouble == 0.1);
         CHECK(cJSON_GetObjectItemCaseSensitive(q, "big")->valuedouble == 1e300);
-        CHECK_EQ_STR(cJSON_GetObjectItemCaseSensitive(r->target, "format")->valuestring,
+        CHECK_EQ_STR(cJSON_GetObjectItemCaseSensitive(nvf_manifest_priv_of(r)->target, "format")
+                         ->valuestring,
                      "modelopt");
-        CHECK_EQ_STR(cJSON_GetObjectItemCaseSensitive(r->summary, "name")->valuestring, "\xc3\xa9");
+        CHECK_EQ_STR(
+            cJSON_GetObjectItemCaseSensitive(nvf_manifest_priv_of(r)->summary, "name")->valuestring,
+            "\xc3\xa9");
 
         /* Re-serializing what was read gives the same bytes. */
         char *file = NULL, *again = NULL;
@@ -213,7 +217,8 @@ static void test_round_trip(void) {
     nvf_manifest *e = nvf_manifest_new();
     CHECK(nvf_manifest_write(path, e) == NVF_OK);
     CHECK(nvf_manifest_read(&r, path) == NVF_OK);
-    CHECK(r && !r->has_source && !r->recipe && !r->target && !r->summary && r->n_files == 0);
+    CHECK(r && !r->has_source && !nvf_manifest_priv_of(r)->recipe &&
+          !nvf_manifest_priv_of(r)->target && !nvf_manifest_priv_of(r)->summary && r->n_files == 0);
     nvf_manifest_free(r);
     nvf_manifest_free(e);
     nvf_manifest_free(m);
@@ -279,8 +284,8 @@ static void test_writer_rejects(void) {
     nvf_manifest_free(m);
 
     m = nvf_manifest_new();
-    m->summary = cJSON_CreateObject();
-    cJSON_AddNumberToObject(m->summary, "nan", 0.0 / 0.0);
+    nvf_manifest_priv_of(m)->summary = cJSON_CreateObject();
+    cJSON_AddNumberToObject(nvf_manifest_priv_of(m)->summary, "nan", 0.0 / 0.0);
     CHECK(nvf_manifest_to_string(&text, &len, m) == NVF_E_INVALID);
     CHECK_CONTAINS(nvf_error_last(), "NaN/Inf");
     nvf_manifest_free(m);
@@ -608,6 +613,41 @@ static void test_dir(void) {
     free(sub);
 }
 
+/* `hash` over a converted checkpoint: the recipe, target, source and summary move to the new
+ * manifest; the old one keeps only its files and tensors. */
+static void test_move_provenance(void) {
+    const char *text =
+        "{\"manifest_version\": 1, \"tool\": {\"name\": \"nvfp4tool\", \"version\": \"9\"},"
+        " \"recipe\": {\"version\": 1}, \"target\": {\"format\": \"modelopt\"},"
+        " \"source\": {\"files\": [{\"name\": \"a\", \"bytes\": 1, \"sha256\": "
+        "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}]},"
+        " \"files\": [{\"name\": \"b\", \"bytes\": 2, \"sha256\": "
+        "\"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\"}],"
+        " \"tensors\": [], \"summary\": {\"shards\": 1}}";
+    nvf_manifest *old = NULL, *m = nvf_manifest_new();
+    CHECK(nvf_manifest_parse(&old, "old.json", text, strlen(text)) == NVF_OK);
+    if (!old || !m) {
+        nvf_manifest_free(m);
+        nvf_manifest_free(old);
+        return;
+    }
+    CHECK(nvf_manifest_add_source(m, "stale", 3, old->files[0].sha256) == NVF_OK);
+    nvf_manifest_move_provenance(m, old);
+    const nvf_manifest_priv *pm = nvf_manifest_priv_of(m), *po = nvf_manifest_priv_of(old);
+    CHECK(m->has_source && m->n_source == 1 && strcmp(m->source[0].name, "a") == 0);
+    CHECK(cJSON_GetObjectItemCaseSensitive(pm->recipe, "version")->valuedouble == 1.0);
+    CHECK_EQ_STR(cJSON_GetObjectItemCaseSensitive(pm->target, "format")->valuestring, "modelopt");
+    CHECK(cJSON_GetObjectItemCaseSensitive(pm->summary, "shards")->valuedouble == 1.0);
+    CHECK(!old->has_source && old->n_source == 0 && !old->source);
+    CHECK(!po->recipe && !po->target && !po->summary);
+    CHECK(old->n_files == 1 && strcmp(old->files[0].name, "b") == 0);
+    /* The new manifest grows its moved source list like any other. */
+    CHECK(nvf_manifest_add_source(m, "c", 4, old->files[0].sha256) == NVF_OK);
+    CHECK(m->n_source == 2 && strcmp(m->source[1].name, "c") == 0);
+    nvf_manifest_free(m);
+    nvf_manifest_free(old);
+}
+
 int main(void) {
     if (!mkdtemp(g_dir)) {
         perror("mkdtemp");
@@ -620,6 +660,7 @@ int main(void) {
     test_writer_rejects();
     test_reader_rejects();
     test_dir();
+    test_move_provenance();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0)

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "check.h"
 
+#include "io/st_file.h"
 #include "io/st_json.h"
 #include "nvfp4/safetensors.h"
 #include "nvfp4/status.h"
@@ -174,7 +175,7 @@ static void test_round_trip(size_t chunk) {
         /* Offsets are consecutive in declaration order. */
         CHECK_EQ_U64(t->begin, begin);
         CHECK_EQ_U64(t->end, begin + c->bytes);
-        CHECK(t->data == (const uint8_t *)f->map + f->data_start + begin);
+        CHECK(t->data == (const uint8_t *)nvf_st_priv_of(f)->map + f->data_start + begin);
         int same = 1;
         for (uint64_t b = 0; b < c->bytes; b++)
             same &= t->data[b] == pattern(i, b);

@@ -23,8 +23,6 @@
 extern "C" {
 #endif
 
-struct cJSON;
-
 /* No companion tensor / value not known. */
 #define NVF_CKPT_NONE ((size_t)-1)
 
@@ -290,6 +288,10 @@ typedef struct nvf_moe {
     int64_t experts_present, experts_missing; /* sums over MoE layers */
 } nvf_moe;
 
+/**
+ * An open checkpoint. Only nvf_ckpt_open() makes one: it carries private state beyond these
+ * fields (the parsed config.json and hf_quant_config.json), so never declare or copy one.
+ */
 typedef struct nvf_ckpt {
     char *path;                /* as given */
     char *dir;                 /* the directory ("." for a bare file name) */
@@ -300,9 +302,7 @@ typedef struct nvf_ckpt {
     size_t n_files;
     nvf_ckpt_file *files; /* sorted by name */
     size_t n_tensors;
-    nvf_ckpt_tensor *tensors;      /* sorted by name */
-    struct cJSON *config;          /* config.json, or NULL; owned */
-    struct cJSON *hf_quant_config; /* hf_quant_config.json, or NULL; owned */
+    nvf_ckpt_tensor *tensors; /* sorted by name */
     nvf_ckpt_quant quant;
     nvf_moe moe;
     size_t n_warnings; /* inconsistencies that do not stop reading (validate reports them) */
@@ -332,6 +332,13 @@ int nvf_ckpt_open_fp8_block(nvf_ckpt **out, const char *path, const int64_t *blo
 
 /** Close every shard and free the checkpoint; NULL is fine. */
 void nvf_ckpt_close(nvf_ckpt *ck);
+
+/**
+ * The value of config.json's top-level `key` (e.g. "quantization_config") as JSON text on one
+ * line; *out is NULL when the checkpoint has no config.json or the config no such key.
+ * @return 0, or NVF_E_NOMEM. The caller frees *out with free().
+ */
+int nvf_ckpt_config_json(char **out, const nvf_ckpt *ck, const char *key);
 
 /** The tensor called `name`, or NULL. O(log n). */
 const nvf_ckpt_tensor *nvf_ckpt_find(const nvf_ckpt *ck, const char *name);

@@ -24,8 +24,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cjson/cJSON.h>
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -84,11 +82,12 @@ typedef struct nvf_convert_summary {
 } nvf_convert_summary;
 
 /**
- * The summary's counters as a JSON object (tensors_*, linears_quantized, shards, bytes_in,
- * bytes_out): everything that does not depend on timing or on a resume, so that it can go into
- * the manifest. @return a new object the caller deletes, or NULL on no memory.
+ * The summary's counters as the text of one JSON object, on one line (tensors_*,
+ * linears_quantized, shards, bytes_in, bytes_out, in that order): everything that does not
+ * depend on timing or on a resume, as the manifest's "summary" holds it.
+ * @return a NUL-terminated string the caller frees with free(), or NULL on no memory (error set).
  */
-cJSON *nvf_convert_summary_json(const nvf_convert_summary *s);
+char *nvf_convert_summary_to_json(const nvf_convert_summary *s);
 
 /** Options with defaults: CPU, all cores, 8 GiB, target taken from `recipe`. */
 void nvf_convert_options_init(nvf_convert_options *o, const char *src, const char *dst,

@@ -22,8 +22,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cjson/cJSON.h>
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -63,17 +61,18 @@ typedef struct nvf_manifest_tensor {
     uint32_t crc32;
 } nvf_manifest_tensor;
 
+/**
+ * A manifest's files and tensors. Only the library makes one (nvf_manifest_new, _read, _parse,
+ * nvf_manifest_hash_dir): it carries private state beyond these fields (the recipe, target and
+ * summary documents, the arrays' capacities), so never declare or copy one yourself.
+ */
 typedef struct nvf_manifest {
     char *tool_version;
-    cJSON *recipe;  /* owned; may be NULL */
-    cJSON *target;  /* owned; may be NULL */
-    cJSON *summary; /* owned; may be NULL */
     size_t n_source, n_files, n_tensors;
     nvf_manifest_file *source; /* NULL when n_source == 0 and written by `hash` */
     nvf_manifest_file *files;
     nvf_manifest_tensor *tensors;
-    int has_source;                            /* whether "source" is an array (1) or null (0) */
-    size_t cap_source, cap_files, cap_tensors; /* private: allocated entries */
+    int has_source; /* whether "source" is an array (1) or null (0) */
 } nvf_manifest;
 
 /** An empty manifest (tool version set). NULL on no memory. */
@@ -81,6 +80,13 @@ nvf_manifest *nvf_manifest_new(void);
 
 /** Free; NULL is fine. */
 void nvf_manifest_free(nvf_manifest *m);
+
+/**
+ * Move what a conversion recorded (recipe, target, source files, summary) from `from` to `m`,
+ * replacing m's; `from` is left with none of them, its files and tensors unchanged. `hash`
+ * uses it to rehash a converted checkpoint without losing where it came from.
+ */
+void nvf_manifest_move_provenance(nvf_manifest *m, nvf_manifest *from);
 
 /**
  * Append an output / source file entry (name copied; sha256 is 64 lowercase hex digits + NUL).

@@ -34,6 +34,11 @@ typedef struct nvf_st_tensor {
     const uint8_t *data; /* into the mapping; NULL when parsed from a buffer */
 } nvf_st_tensor;
 
+/**
+ * An open (or parsed) safetensors file. Only nvf_st_open() and nvf_st_parse() make one: it
+ * carries private state beyond these fields (the name index, the mapping), so never declare
+ * or copy one.
+ */
 typedef struct nvf_st_file {
     char *path;
     uint64_t file_size;
@@ -43,10 +48,6 @@ typedef struct nvf_st_file {
     nvf_st_tensor *tensors; /* in data-offset order */
     size_t n_meta;
     char **meta_keys, **meta_values; /* __metadata__ in file order */
-    /* private */
-    size_t *by_name; /* indices into tensors, sorted by name */
-    void *map;
-    size_t map_len;
 } nvf_st_file;
 
 /**

@@ -112,15 +112,13 @@ typedef struct nvf_synth_tensor {
     int64_t shape[3];
     uint64_t nbytes;
     uint32_t shard; /* 0-based shard number */
-    /* private: how the values are made */
-    int kind;       /* value distribution */
-    int role;       /* plain values, FP8 weight, or the scale of the tensor before it */
-    size_t n_parts; /* logical matrices concatenated in flat order */
-    uint64_t part_numel;
-    uint64_t *part_keys;
 } nvf_synth_tensor;
 
-/** The resolved dimensions and the tensors, in file order, with their shards. */
+/**
+ * The resolved dimensions and the tensors, in file order, with their shards. Only
+ * nvf_synth_plan_build() makes one: it carries private state beyond these fields (how each
+ * tensor's values are made), so never declare or copy one.
+ */
 typedef struct nvf_synth_plan {
     nvf_synth_options opt; /* with the defaults filled in */
     int64_t vocab, heads, kv_heads, head_dim, top_k, first_dense;
