@@ -7,7 +7,7 @@
  *   5. finish: index, metadata, side files, manifest;
  *   6. release DST: after a failure nothing that looks complete is left.
  */
-#include "convert/convert_internal.h"
+#include "convert_internal.h"
 
 #include "io/json_strict.h"
 #include "nvfp4/fileio.h"

@@ -2,7 +2,7 @@
  * The source files of a conversion: which files it reads (the shards and the side files that
  * are copied or read as configuration) and their SHA-256 for the manifest's "source" list.
  */
-#include "convert/convert_internal.h"
+#include "convert_internal.h"
 
 #include "nvfp4/fileio.h"
 #include "nvfp4/manifest.h"

@@ -3,7 +3,7 @@
  * resized and changed files, and with --tensors each listed tensor's dtype, shape and CRC-32,
  * as a sorted list of findings.
  */
-#include "manifest/manifest_internal.h"
+#include "manifest_internal.h"
 #include "nvfp4/log.h"
 #include "nvfp4/manifest.h"
 #include "nvfp4/safetensors.h"

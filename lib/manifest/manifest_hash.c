@@ -4,7 +4,7 @@
  * file, every tensor's CRC-32 from the same chunks. Results land in per-file slots, so the
  * output does not depend on the thread count. Then the manifest of the directory (write mode).
  */
-#include "manifest/manifest_internal.h"
+#include "manifest_internal.h"
 #include "nvfp4/log.h"
 #include "nvfp4/manifest.h"
 #include "nvfp4/safetensors.h"

@@ -4,7 +4,7 @@
  * message "invalid manifest 'PATH': FIELD ..." naming the field (e.g. "files[3].sha256").
  */
 #include "io/st_json.h"
-#include "manifest/manifest_internal.h"
+#include "manifest_internal.h"
 #include "nvfp4/dtype.h"
 #include "nvfp4/fileio.h"
 #include "nvfp4/manifest.h"
