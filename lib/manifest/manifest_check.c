@@ -142,7 +142,7 @@ static int check_tensors(finding_list *l, size_t *checked, const nvf_hash_job *j
     char label[1024], got[16], expected[16];
     if (j->st_rc != NVF_OK)
         return add_finding(l, NVF_FINDING_CRC32, j->name, NULL, NULL, ": tensors unreadable: %s",
-                           j->st_err);
+                           j->st_err.msg);
     int rc = NVF_OK;
     for (size_t i = 0; i < nt && rc == NVF_OK; i++) {
         snprintf(label, sizeof label, "%s:%s", j->name, mt[i]->name);

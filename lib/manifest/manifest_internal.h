@@ -10,6 +10,7 @@
 
 #include "nvfp4/manifest.h"
 #include "nvfp4/safetensors.h"
+#include "nvfp4/status.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -46,13 +47,13 @@ typedef struct nvf_hash_job {
     int want_tensors; /* open as safetensors and CRC its tensors */
     /* results */
     int rc;
-    char *err;
+    nvf_error_state err; /* the worker's error when rc != 0 */
     char sha256[65];
     uint64_t bytes;
     nvf_st_file *st; /* with want_tensors, when it opened */
     int st_rc;
-    char *st_err;
-    uint32_t *crc; /* st->n_tensors entries, in data-offset order */
+    nvf_error_state st_err; /* when st_rc != 0 */
+    uint32_t *crc;          /* st->n_tensors entries, in data-offset order */
 } nvf_hash_job;
 
 /**
