@@ -6,7 +6,8 @@
  *   2. a single JSON value with nothing after it (cJSON with require-null-terminated);
  *   3. no key twice in one object, no number beyond the range of a double (cJSON reads 1e999
  *      as infinity).
- * Library-internal (lib/ modules only): it hands out cJSON trees.
+ * Library-internal: lib/io exports it to the modules that link it (never to cmd/), since it
+ * hands out cJSON trees.
  */
 #ifndef NVFP4_IO_JSON_STRICT_H
 #define NVFP4_IO_JSON_STRICT_H
