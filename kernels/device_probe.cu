@@ -2,13 +2,15 @@
  * CUDA device discovery. The runtime is linked statically; a machine without a driver or GPU
  * answers with an error here, which the library treats as "no CUDA devices".
  */
+#include "kernels/device_probe.h"
+
 #include <cuda_runtime.h>
 
 #include <stdio.h>
 
 /* ---- launchers ------------------------------------------------------------------------- */
 
-extern "C" int nvf_cuda_probe(int *count) {
+int nvf_cuda_probe(int *count) {
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess) {
@@ -20,7 +22,7 @@ extern "C" int nvf_cuda_probe(int *count) {
     return 0;
 }
 
-extern "C" int nvf_cuda_name(int index, char *name, int len) {
+int nvf_cuda_name(int index, char *name, int len) {
     cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
         (void)cudaGetLastError();

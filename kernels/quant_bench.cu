@@ -3,7 +3,7 @@
  * synthetic values generated on the device, the passes timed with CUDA events, nothing staged
  * from the host, so the figures are the kernels' own.
  */
-#include "quant_pipeline.h"
+#include "kernels/quant_pipeline.h"
 
 #include "cuda_ctx.h"
 #include "quant_launch.h"

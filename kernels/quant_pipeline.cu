@@ -4,7 +4,7 @@
  * uploads a linear group's members once and runs amax, global scale and quantization on the
  * device. Kernels and launchers: quant.cu, dequant.cu (quant_launch.h); the context: cuda_ctx.h.
  */
-#include "quant_pipeline.h"
+#include "kernels/quant_pipeline.h"
 
 #include "cuda_ctx.h"
 #include "quant_launch.h"
@@ -61,34 +61,12 @@ static size_t dtype_size(nvf_dtype d) {
     return d == NVF_DTYPE_F32 ? 4 : (d == NVF_DTYPE_BF16 || d == NVF_DTYPE_F16) ? 2 : 1;
 }
 
-/* Scale i of `s` as f32, decoded exactly as the CPU reference does. */
-static float host_scale_at(const nvf_quant_source *s, uint64_t i) {
-    const uint8_t *b = (const uint8_t *)s->scale;
-    switch (s->scale_dtype) {
-    case NVF_DTYPE_BF16:
-        return nvf_bf16_to_f32((uint16_t)(b[2 * i] | (b[2 * i + 1] << 8)));
-    case NVF_DTYPE_F8_E8M0:
-        return nvf_e8m0_to_f32(b[i]);
-    default: {
-        uint32_t u = (uint32_t)b[4 * i] | ((uint32_t)b[4 * i + 1] << 8) |
-                     ((uint32_t)b[4 * i + 2] << 16) | ((uint32_t)b[4 * i + 3] << 24);
-        return nvf_f32_from_bits(u);
-    }
-    }
-}
-
 /* The message of a NaN/Inf at linear index `bad` of `s`: the value as the CPU row loader gives
  * it, so that CPU and GPU report the same text. */
 static int nonfinite_error(const nvf_quant_source *s, const char *name, unsigned long long bad) {
     int64_t row = (int64_t)(bad / (unsigned long long)s->cols);
     int64_t col = (int64_t)(bad % (unsigned long long)s->cols);
-    float *buf = (float *)malloc((size_t)s->cols * sizeof(float));
-    if (!buf)
-        return nvf_error_set(NVF_E_NOMEM, "out of memory for a row of %lld values",
-                             (long long)s->cols);
-    nvf_quant_source_load_row(buf, s, row);
-    float v = buf[col];
-    free(buf);
+    float v = nvf_quant_source_value(s, row, col);
     return nvf_error_set(NVF_E_NONFINITE,
                          "tensor '%s': non-finite value %g at index [%lld, %lld] (use "
                          "--allow-nonfinite to pass such values through)",
@@ -266,7 +244,7 @@ static int chunk_launch(nvf_cuda_quant *q, slot *sl, const nvf_quant_source *s, 
     memcpy(sl->in.host, src, in_bytes);
     float *h_scale = (float *)sl->scale.host;
     for (size_t i = 0; i < scale_n; i++)
-        h_scale[i] = host_scale_at(s, (uint64_t)sr0 * (uint64_t)ncb + i);
+        h_scale[i] = nvf_quant_source_scale(s, (uint64_t)sr0 * (uint64_t)ncb + i);
     quant_job j;
     memset(&j, 0, sizeof j);
     j.src = (const uint8_t *)sl->in.dev;
@@ -461,7 +439,7 @@ static int member_upload(const nvf_quant_source *s, uint8_t *d_in, float *d_sc, 
         return rc;
     size_t ns = (size_t)(ceil_div64(s->rows, s->block_rows) * ceil_div64(s->cols, s->block_cols));
     for (size_t i = 0; i < ns; i++)
-        h_sc[i] = host_scale_at(s, i);
+        h_sc[i] = nvf_quant_source_scale(s, i);
     return nvf_cuda_upload(d_sc, h_sc, ns * sizeof(float), st);
 }
 

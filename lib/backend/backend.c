@@ -1,5 +1,5 @@
 /* nvfp4/backend.h: open/close and the dispatch through the ops table. */
-#include "backend/backend_internal.h"
+#include "backend_internal.h"
 
 #include "nvfp4/format.h"
 #include "nvfp4/status.h"

@@ -1,5 +1,5 @@
 /* The CPU backend: the reference implementations of lib/quant (SPEC section 4). */
-#include "backend/backend_internal.h"
+#include "backend_internal.h"
 
 #include "nvfp4/format.h"
 #include "nvfp4/status.h"

@@ -1,11 +1,11 @@
 /* The CUDA backend: the kernels of kernels/ behind the ops table (built only with CUDA). The
  * backend's state is the device's quantizer state (kernels/quant_pipeline.h): its context,
  * streams, staging buffers and launch configuration, used by one thread at a time. */
-#include "backend/backend_internal.h"
+#include "backend_internal.h"
 
 #ifdef NVFP4_HAVE_CUDA
 
-#include "../../kernels/quant_pipeline.h"
+#include "kernels/quant_pipeline.h"
 
 #include "nvfp4/status.h"
 

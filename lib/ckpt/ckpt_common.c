@@ -2,7 +2,7 @@
  * What every checkpoint module shares: warnings, config.json lookups, tensor lookups by name
  * and small string helpers. The bottom of lib/ckpt: it calls no other checkpoint module.
  */
-#include "ckpt/ckpt_internal.h"
+#include "ckpt_internal.h"
 
 #include "nvfp4/log.h"
 #include "nvfp4/status.h"

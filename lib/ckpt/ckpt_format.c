@@ -12,7 +12,7 @@
  *      scalar `weight_scale` (FP8 per tensor).
  *   4. The dtype most linear weights have: BF16, F16 or F32.
  */
-#include "ckpt/ckpt_internal.h"
+#include "ckpt_internal.h"
 
 #include "nvfp4/status.h"
 

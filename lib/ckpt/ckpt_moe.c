@@ -13,7 +13,7 @@
  * their scales are (a 2-D tensor, or a slice of a fused one).
  * NVFP4 packs two values per byte: a U8 weight's logical input dimension is twice its last.
  */
-#include "ckpt/ckpt_internal.h"
+#include "ckpt_internal.h"
 
 #include "nvfp4/status.h"
 

@@ -14,7 +14,7 @@
  *      output_scale (attention, no weight slot).
  *   4. Groups sharing a global scale: {gate,up}_proj, {w1,w3}, {q,k,v}_proj.
  */
-#include "ckpt/ckpt_internal.h"
+#include "ckpt_internal.h"
 
 #include "nvfp4/status.h"
 

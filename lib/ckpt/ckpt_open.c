@@ -2,7 +2,7 @@
  * Opening a checkpoint: config files, the index or the directory listing, the shards, and the
  * agreement between the index and the shards (SPEC sections 3 and 8).
  */
-#include "ckpt/ckpt_internal.h"
+#include "ckpt_internal.h"
 
 #include "io/json_strict.h"
 #include "nvfp4/fileio.h"

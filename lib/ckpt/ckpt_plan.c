@@ -2,7 +2,7 @@
  * Which tensors a conversion would touch (SPEC sections 4 and 5): scope globs, then the
  * quantizability of each weight in scope.
  */
-#include "ckpt/ckpt_internal.h"
+#include "ckpt_internal.h"
 
 #include "nvfp4/recipe.h"
 #include "nvfp4/status.h"

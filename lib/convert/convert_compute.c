@@ -6,7 +6,7 @@
  *   - an FP8 (or other) tensor written as BF16: bf16(RN(f32(x) * scale)), matrix by matrix.
  * A NaN or infinity stops both unless --allow-nonfinite: one rule for every computed tensor.
  */
-#include "convert/convert_internal.h"
+#include "convert_internal.h"
 
 #include "nvfp4/format.h"
 #include "nvfp4/status.h"

@@ -10,7 +10,7 @@
  *      temporary files; with --force the journal too) before the pipeline starts, and again
  *      after a failure, so that nothing that looks complete is left.
  */
-#include "convert/convert_internal.h"
+#include "convert_internal.h"
 
 #include "nvfp4/fileio.h"
 #include "nvfp4/status.h"

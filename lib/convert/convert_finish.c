@@ -8,9 +8,9 @@
  * It reads nothing but its arguments and the side files, so `merge` can call it with the plan
  * of several partial conversions.
  */
-#include "convert/convert_internal.h"
+#include "convert_internal.h"
 
-#include "manifest/manifest_internal.h"
+#include "manifest/manifest_priv.h"
 #include "nvfp4/fileio.h"
 #include "nvfp4/status.h"
 

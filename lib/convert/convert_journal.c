@@ -9,10 +9,11 @@
  * journal), in the same pass. The journal is read with the strict JSON reader; one it cannot
  * read is reported and nothing is reused.
  */
-#include "convert/convert_internal.h"
+#include "convert_internal.h"
 
 #include "io/json_strict.h"
-#include "manifest/manifest_internal.h"
+#include "manifest/hash_file.h"
+#include "manifest/manifest_priv.h"
 #include "nvfp4/fileio.h"
 #include "nvfp4/log.h"
 #include "nvfp4/status.h"

@@ -18,7 +18,7 @@
  * parallelism plans (base_model_tp_plan, base_model_ep_plan) that name FP8 scale parameters
  * ("..._scale_inv") removed unless FP8 tensors are kept (MIXED_PRECISION).
  */
-#include "convert/convert_internal.h"
+#include "convert_internal.h"
 
 #include "io/json_build.h"
 #include "nvfp4/fileio.h"

@@ -8,7 +8,7 @@
  * A fused gate_up member is written as two linears (gate: rows [0, I), up: rows [I, 2I)).
  * Metadata: hf_quant_config.json and config.json (convert_meta.c).
  */
-#include "convert/convert_internal.h"
+#include "convert_internal.h"
 
 #include "nvfp4/format.h"
 #include "nvfp4/status.h"

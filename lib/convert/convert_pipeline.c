@@ -12,7 +12,7 @@
  * Source pages are released (MADV_DONTNEED) once consumed, so the resident set stays bounded by
  * the buffers in flight plus one job, whatever the checkpoint size. Progress counts source bytes.
  */
-#include "convert/convert_internal.h"
+#include "convert_internal.h"
 
 #include "io/st_file.h"
 #include "nvfp4/pool.h"

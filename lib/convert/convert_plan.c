@@ -10,7 +10,7 @@
  * shards are filled greedily in job order and a job that would push a non-empty shard past
  * the maximum size starts the next one (a job larger than the maximum gets a shard of its own).
  */
-#include "convert/convert_internal.h"
+#include "convert_internal.h"
 
 #include "io/json_strict.h"
 

@@ -8,7 +8,7 @@
  *   5. finish: index, metadata, side files, manifest;
  *   6. release DST: after a failure nothing that looks complete is left.
  */
-#include "convert/convert_internal.h"
+#include "convert_internal.h"
 
 #include "ckpt/ckpt_docs.h"
 #include "io/json_strict.h"

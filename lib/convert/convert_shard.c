@@ -4,7 +4,7 @@
  * pool threads side by side), so the outputs are never read back. The file layout and the NAME.tmp
  * + fsync + rename + directory fsync protocol are the safetensors writer's.
  */
-#include "convert/convert_internal.h"
+#include "convert_internal.h"
 
 #include "nvfp4/fileio.h"
 #include "nvfp4/pool.h"

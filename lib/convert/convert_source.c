@@ -10,7 +10,7 @@
  * no_follow_outside, refused before DST is touched: its bytes would be read, hashed and copied
  * into DST as if they were part of SRC.
  */
-#include "convert/convert_internal.h"
+#include "convert_internal.h"
 
 #include "nvfp4/fileio.h"
 #include "nvfp4/log.h"

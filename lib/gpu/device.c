@@ -8,9 +8,7 @@
 #include <string.h>
 
 #ifdef NVFP4_HAVE_CUDA
-/* kernels/device_probe.cu */
-int nvf_cuda_probe(int *count);
-int nvf_cuda_name(int index, char *name, int len);
+#include "kernels/device_probe.h"
 #endif
 
 int nvf_cuda_compiled(void) {

@@ -24,7 +24,7 @@
 #include "nvfp4/manifest.h"
 
 #include "io/st_json.h"
-#include "manifest/manifest_internal.h"
+#include "manifest_internal.h"
 #include "nvfp4/dtype.h"
 #include "nvfp4/fileio.h"
 #include "nvfp4/safetensors.h"

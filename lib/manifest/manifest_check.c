@@ -3,7 +3,7 @@
  * resized and changed files, and with --tensors each listed tensor's dtype, shape and CRC-32,
  * as a sorted list of findings.
  */
-#include "manifest/manifest_internal.h"
+#include "manifest_internal.h"
 #include "nvfp4/log.h"
 #include "nvfp4/manifest.h"
 #include "nvfp4/safetensors.h"
@@ -142,7 +142,7 @@ static int check_tensors(finding_list *l, size_t *checked, const nvf_hash_job *j
     char label[1024], got[16], expected[16];
     if (j->st_rc != NVF_OK)
         return add_finding(l, NVF_FINDING_CRC32, j->name, NULL, NULL, ": tensors unreadable: %s",
-                           j->st_err);
+                           j->st_err.msg);
     int rc = NVF_OK;
     for (size_t i = 0; i < nt && rc == NVF_OK; i++) {
         snprintf(label, sizeof label, "%s:%s", j->name, mt[i]->name);

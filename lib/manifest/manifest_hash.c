@@ -4,7 +4,7 @@
  * file, every tensor's CRC-32 from the same chunks. Results land in per-file slots, so the
  * output does not depend on the thread count. Then the manifest of the directory (write mode).
  */
-#include "manifest/manifest_internal.h"
+#include "manifest_internal.h"
 #include "nvfp4/log.h"
 #include "nvfp4/manifest.h"
 #include "nvfp4/safetensors.h"
@@ -41,9 +41,13 @@ static int on_chunk(void *user, uint64_t bytes) {
     return stopped(p);
 }
 
-static char *dup_error(void) {
-    const char *msg = nvf_error_last();
-    return strdup(msg[0] ? msg : nvf_status_str(nvf_error_code()));
+/* The worker's error for status `rc`, restored on the thread that joins it; a status that came
+ * without a message gets its status string. */
+static void save_error(nvf_error_state *out, int rc) {
+    nvf_error_save(out);
+    if (!out->msg[0])
+        snprintf(out->msg, sizeof out->msg, "%s", nvf_status_str(out->code));
+    out->code = rc;
 }
 
 static void run_job(pool *p, nvf_hash_job *j) {
@@ -57,14 +61,14 @@ static void run_job(pool *p, nvf_hash_job *j) {
     if (j->want_tensors) {
         j->st_rc = nvf_st_open(&j->st, j->path);
         if (j->st_rc != NVF_OK) {
-            j->st_err = dup_error();
+            save_error(&j->st_err, j->st_rc);
         } else {
             size_t n = j->st->n_tensors;
             offs = malloc((2 * n + 1) * sizeof *offs);
             j->crc = calloc(n + 1, sizeof *j->crc);
             if (!offs || !j->crc) {
                 j->rc = nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", j->path);
-                j->err = dup_error();
+                save_error(&j->err, j->rc);
                 free(offs);
                 return;
             }
@@ -83,7 +87,7 @@ static void run_job(pool *p, nvf_hash_job *j) {
     }
     j->rc = nvf_hash_file_ex(j->sha256, &j->bytes, j->path, tp, on_chunk, p);
     if (j->rc != NVF_OK)
-        j->err = dup_error();
+        save_error(&j->err, j->rc);
     free(offs);
     pthread_mutex_lock(&p->lock);
     if (j->rc == NVF_OK && p->opts->progress)
@@ -157,15 +161,13 @@ int nvf_hash_jobs_run(nvf_hash_job *jobs, size_t n, const nvf_hash_opts *opts) {
         return nvf_error_set(NVF_E_INTERRUPTED, "interrupted: hashing stopped");
     for (size_t i = 0; i < n && rc == NVF_OK; i++)
         if (jobs[i].rc != NVF_OK)
-            rc = nvf_error_set(jobs[i].rc, "%s", jobs[i].err ? jobs[i].err : "hashing failed");
+            rc = nvf_error_restore(&jobs[i].err);
     return rc;
 }
 
 void nvf_hash_jobs_free(nvf_hash_job *jobs, size_t n) {
     for (size_t i = 0; jobs && i < n; i++) {
         free(jobs[i].path);
-        free(jobs[i].err);
-        free(jobs[i].st_err);
         free(jobs[i].crc);
         nvf_st_close(jobs[i].st);
     }
@@ -226,7 +228,7 @@ int nvf_manifest_hash_dir(nvf_manifest **out, const char *dir, const nvf_hash_op
     for (size_t i = 0; i < n && rc == NVF_OK; i++) {
         const nvf_hash_job *j = &jobs[i];
         if (j->want_tensors && j->st_rc != NVF_OK) {
-            rc = nvf_error_set(j->st_rc, "%s", j->st_err);
+            rc = nvf_error_restore(&j->st_err);
             break;
         }
         rc = nvf_manifest_add_file(m, j->name, j->bytes, j->sha256);

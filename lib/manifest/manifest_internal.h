@@ -1,39 +1,22 @@
 /*
- * Private to lib/manifest: the name and digest checks the writer and the reader share, and one
- * pass over a file that computes its SHA-256 and, for a safetensors file, the CRC-32 of every
- * tensor's bytes from the same chunks.
+ * Private to lib/manifest: the name and digest checks the writer and the reader share, and the
+ * hashing jobs of the walk and the check. The one-pass file hash (SHA-256 and tensor CRC-32s)
+ * is manifest/hash_file.h, which lib/convert uses too.
  */
 #ifndef NVFP4_MANIFEST_INTERNAL_H
 #define NVFP4_MANIFEST_INTERNAL_H
 
+#include "manifest/hash_file.h"
+#include "manifest/manifest_priv.h"
+
 #include "nvfp4/manifest.h"
 #include "nvfp4/safetensors.h"
+#include "nvfp4/status.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-
-/**
- * What a manifest holds beyond its public fields: the free-form documents and the arrays'
- * capacities. Every nvf_manifest the library hands out is the `pub` member of one of these
- * (lib/convert sets the documents of the manifest it writes).
- */
-typedef struct nvf_manifest_priv {
-    nvf_manifest pub; /* first: a nvf_manifest * is a nvf_manifest_priv * */
-    cJSON *recipe;    /* owned; NULL writes null */
-    cJSON *target;    /* owned; NULL writes null */
-    cJSON *summary;   /* owned; NULL writes null */
-    size_t cap_source, cap_files, cap_tensors;
-} nvf_manifest_priv;
-
-static inline nvf_manifest_priv *nvf_manifest_priv_of(nvf_manifest *m) {
-    return (nvf_manifest_priv *)m;
-}
-
-static inline const nvf_manifest_priv *nvf_manifest_priv_of_const(const nvf_manifest *m) {
-    return (const nvf_manifest_priv *)m;
-}
 
 /** A zeroed manifest without a tool version (the reader sets it). NULL on no memory. */
 nvf_manifest *nvf_manifest_alloc(void);
@@ -47,32 +30,6 @@ const char *nvf_manifest_name_problem(const char *s);
 
 /** Whether s is exactly n lowercase hex digits. */
 int nvf_manifest_is_hex(const char *s, size_t n);
-
-/* Read size of the hashing loop: large enough for sequential throughput, small enough to keep
- * one buffer per worker thread cheap. */
-#define NVF_HASH_CHUNK ((size_t)8 << 20)
-
-/** Running CRC-32s of a safetensors file's tensors (arrays of n, in data-offset order). */
-typedef struct nvf_hash_tensors {
-    uint64_t data_start; /* file offset of the data area */
-    size_t n;
-    const uint64_t *begin, *end; /* offsets relative to the data area */
-    uint32_t *crc;               /* zero-initialized by the caller */
-    size_t cursor;
-} nvf_hash_tensors;
-
-/** Feed `len` bytes found at data-area offset `at` into the tensors' CRCs. */
-void nvf_hash_tensors_feed(nvf_hash_tensors *t, const uint8_t *p, uint64_t at, size_t len);
-
-/** Called after each chunk with its byte count; a non-zero return stops the hashing. */
-typedef int (*nvf_hash_chunk_fn)(void *user, uint64_t bytes);
-
-/**
- * SHA-256 and size of the file at `path`, read with read() in NVF_HASH_CHUNK pieces; with `t`,
- * the tensors' CRC-32s from the same bytes. NVF_E_INTERRUPTED when `on_chunk` says stop.
- */
-int nvf_hash_file_ex(char out[65], uint64_t *out_bytes, const char *path, nvf_hash_tensors *t,
-                     nvf_hash_chunk_fn on_chunk, void *user);
 
 /* Directories and jobs (manifest_walk.c, manifest_hash.c) -------------------------------- */
 
@@ -95,13 +52,13 @@ typedef struct nvf_hash_job {
     int want_tensors; /* open as safetensors and CRC its tensors */
     /* results */
     int rc;
-    char *err;
+    nvf_error_state err; /* the worker's error when rc != 0 */
     char sha256[65];
     uint64_t bytes;
     nvf_st_file *st; /* with want_tensors, when it opened */
     int st_rc;
-    char *st_err;
-    uint32_t *crc; /* st->n_tensors entries, in data-offset order */
+    nvf_error_state st_err; /* when st_rc != 0 */
+    uint32_t *crc;          /* st->n_tensors entries, in data-offset order */
 } nvf_hash_job;
 
 /**

@@ -2,7 +2,7 @@
  * The files of a checkpoint directory: a recursive walk (symbolic links followed, loops and
  * runaway nesting refused) giving the sorted relative names that hashing and checking cover.
  */
-#include "manifest/manifest_internal.h"
+#include "manifest_internal.h"
 #include "nvfp4/log.h"
 #include "nvfp4/manifest.h"
 #include "nvfp4/status.h"

@@ -2,7 +2,7 @@
  * SHA-256 through OpenSSL's EVP interface and zlib's CRC-32, both fed in chunks so that files
  * of hundreds of GB are hashed with a fixed, small buffer.
  */
-#include "manifest/manifest_internal.h"
+#include "manifest_internal.h"
 #include "nvfp4/manifest.h"
 #include "nvfp4/status.h"
 

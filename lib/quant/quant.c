@@ -85,18 +85,6 @@ int nvf_quant_source_check(const nvf_quant_source *s, const char *name) {
     return 0;
 }
 
-static float scale_at(const nvf_quant_source *s, uint64_t i) {
-    const uint8_t *b = s->scale;
-    switch (s->scale_dtype) {
-    case NVF_DTYPE_BF16:
-        return nvf_bf16_to_f32(quant_load_u16(b + 2 * i));
-    case NVF_DTYPE_F8_E8M0:
-        return nvf_e8m0_to_f32(b[i]);
-    default:
-        return nvf_f32_from_bits(quant_load_u32(b + 4 * i));
-    }
-}
-
 /* E4M3 decoded through a table: the decode is exact either way, and the table is several times
  * faster than the bit manipulation in the hot FP8 row loads. */
 static float g_e4m3_lut[256];
@@ -144,7 +132,7 @@ void nvf_quant_source_load_row(float *out, const nvf_quant_source *s, int64_t ro
         uint64_t ncb = (uint64_t)ceil_div(n, s->block_cols);
         uint64_t srow = (uint64_t)(row / s->block_rows) * ncb;
         for (int64_t c0 = 0; c0 < n; c0 += s->block_cols) {
-            float m = scale_at(s, srow + (uint64_t)(c0 / s->block_cols));
+            float m = nvf_quant_source_scale(s, srow + (uint64_t)(c0 / s->block_cols));
             int64_t c1 = c0 + s->block_cols < n ? c0 + s->block_cols : n;
             for (int64_t i = c0; i < c1; i++) {
                 float v = g_e4m3_lut[p[i]] * m;

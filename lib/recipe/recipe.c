@@ -7,7 +7,7 @@
  * type them: numbers must be plain (unquoted) decimal scalars, names may be quoted or not.
  */
 #include "nvfp4/recipe.h"
-#include "recipe/recipe_internal.h"
+#include "recipe_internal.h"
 
 #include "nvfp4/checkpoint.h"
 #include "nvfp4/status.h"

@@ -3,7 +3,7 @@
  * tokenizer config, special tokens map and README, each written atomically, and the summary
  * list of every file written.
  */
-#include "synth/synth_internal.h"
+#include "synth_internal.h"
 
 #include "io/json_build.h"
 #include "nvfp4/fileio.h"

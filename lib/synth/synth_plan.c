@@ -2,7 +2,7 @@
  * Synthetic checkpoints: presets, option checks, the tensor list with its shard split, and
  * config.json (field names as the model families' real configs spell them, keys sorted).
  */
-#include "synth/synth_internal.h"
+#include "synth_internal.h"
 
 #include "io/json_build.h"
 #include "nvfp4/status.h"

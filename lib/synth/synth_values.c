@@ -3,7 +3,7 @@
  * counter-based splitmix64 stream per logical matrix, an Irwin-Hall sum of four 13-bit
  * uniforms, scaled with one binary32 multiply. No libm, no floating-point environment.
  */
-#include "synth/synth_internal.h"
+#include "synth_internal.h"
 
 #define SYNTH_GAMMA 0x9E3779B97F4A7C15ull
 /* Irwin-Hall of four uniforms on 0..8191: mean 4 * 4095.5, std sqrt((8192^2 - 1) / 3). */

@@ -3,7 +3,7 @@
  * the safetensors writer, values generated on worker threads), then the side files
  * (synth_files.c), the index, and config.json last.
  */
-#include "synth/synth_internal.h"
+#include "synth_internal.h"
 
 #include "nvfp4/fileio.h"
 #include "nvfp4/format.h"

@@ -10,6 +10,7 @@
 #include "nvfp4/safetensors.h"
 #include "nvfp4/status.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -648,6 +649,40 @@ static void test_move_provenance(void) {
     nvf_manifest_free(old);
 }
 
+/* A worker's error reaches the calling thread whole (code and message), as the worker set it:
+ * a file that vanished between listing and hashing, and a safetensors file that does not
+ * parse, each hashed on a worker thread of its own. */
+static void test_worker_errors(void) {
+    char *sub = path_in("werr");
+    CHECK(nvf_mkdir_p(sub) == NVF_OK);
+    write_text("werr/a", "abc");
+    char *const names[2] = {"a", "gone"};
+    nvf_hash_job *jobs = NULL;
+    CHECK(nvf_hash_jobs_make(&jobs, sub, names, 2, NULL) == NVF_OK);
+    nvf_hash_opts o = {2, 0, NULL, NULL, NULL};
+    nvf_error_clear();
+    if (jobs)
+        CHECK(nvf_hash_jobs_run(jobs, 2, &o) == NVF_E_IO);
+    char want[1024];
+    snprintf(want, sizeof want, "cannot open '%s/gone': %s", sub, strerror(ENOENT));
+    CHECK_EQ_STR(nvf_error_last(), want);
+    CHECK(nvf_error_code() == NVF_E_IO);
+    nvf_hash_jobs_free(jobs, 2);
+
+    write_text("werr/b.safetensors", "xx");
+    nvf_manifest *m = NULL;
+    nvf_error_clear();
+    CHECK(nvf_manifest_hash_dir(&m, sub, &o) == NVF_E_FORMAT && m == NULL);
+    snprintf(want, sizeof want,
+             "invalid safetensors file '%s/b.safetensors': file is 2 bytes, shorter than the "
+             "8-byte header length",
+             sub);
+    CHECK_EQ_STR(nvf_error_last(), want);
+    CHECK(nvf_error_code() == NVF_E_FORMAT);
+    nvf_manifest_free(m);
+    free(sub);
+}
+
 int main(void) {
     if (!mkdtemp(g_dir)) {
         perror("mkdtemp");
@@ -661,6 +696,7 @@ int main(void) {
     test_reader_rejects();
     test_dir();
     test_move_provenance();
+    test_worker_errors();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0)

@@ -501,6 +501,43 @@ static void test_concurrent_callers(void) {
     CHECK(nvf_quant_source_ref(want.packed, want.scales, &s, 1.0f, &p, 0) == 0);
 }
 
+/* nvf_quant_source_value (header-only, what kernels/ uses to name a non-finite value) gives the
+ * bits of nvf_quant_source_load_row's element for every dtype and block-scale dtype, over bytes
+ * that include NaN and infinity patterns and FP8 blocks cut at the edges (5 x 48, blocks 2 x 32).
+ */
+static void test_source_value(void) {
+    enum { R = 5, C = 48 };
+    uint8_t data[R * C * 4];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)((i * 37 + 11) % 256);
+    uint8_t scales[3 * 2 * 4];
+    for (size_t i = 0; i < sizeof scales; i++)
+        scales[i] = (uint8_t)(0x3C + (i * 7) % 9); /* finite, around 1 in F32, BF16 and E8M0 */
+    const nvf_dtype dtypes[] = {NVF_DTYPE_BF16, NVF_DTYPE_F16, NVF_DTYPE_F32, NVF_DTYPE_F8_E5M2,
+                                NVF_DTYPE_F8_E4M3};
+    const nvf_dtype sdtypes[] = {NVF_DTYPE_F32, NVF_DTYPE_BF16, NVF_DTYPE_F8_E8M0};
+    float row[C];
+    int bad = 0, cases = 0;
+    for (int d = 0; d < 5 + 3; d++) {
+        nvf_quant_source s = {
+            .dtype = d < 5 ? dtypes[d] : NVF_DTYPE_F8_E4M3, .data = data, .rows = R, .cols = C};
+        if (d >= 5) {
+            s.scale = scales;
+            s.scale_dtype = sdtypes[d - 5];
+            s.scale_numel = 3 * 2;
+            s.block_rows = 2;
+            s.block_cols = 32;
+        }
+        CHECK(nvf_quant_source_check(&s, "v") == 0);
+        for (int r = 0; r < R; r++) {
+            nvf_quant_source_load_row(row, &s, r);
+            for (int c = 0; c < C; c++, cases++)
+                bad += nvf_f32_bits(nvf_quant_source_value(&s, r, c)) != nvf_f32_bits(row[c]);
+        }
+    }
+    CHECK_MSG(bad == 0, "%d of %d values differ from the row loader", bad, cases);
+}
+
 int main(void) {
     test_global_scale();
     test_worked_block();
@@ -511,6 +548,7 @@ int main(void) {
     test_normal_rel_mse();
     test_threads_identical();
     test_sources();
+    test_source_value();
     test_amax_nonfinite();
     test_concurrent_callers();
     return check_summary("test_quant");

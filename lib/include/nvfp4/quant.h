@@ -16,6 +16,7 @@
 #define NVFP4_QUANT_H
 
 #include "nvfp4/dtype.h"
+#include "nvfp4/format.h"
 #include "nvfp4/quant_types.h"
 
 #include <stddef.h>
@@ -73,6 +74,51 @@ int nvf_quant_source_check(const nvf_quant_source *s, const char *name);
 
 /** Row `row` of a (checked) source as f32 values: cols of them into `out`. */
 void nvf_quant_source_load_row(float *out, const nvf_quant_source *s, int64_t row);
+
+/** Block scale `i` (row-major over the blocks) of an FP8-block source as f32, exactly. */
+static inline float nvf_quant_source_scale(const nvf_quant_source *s, uint64_t i) {
+    const uint8_t *b = (const uint8_t *)s->scale;
+    switch (s->scale_dtype) {
+    case NVF_DTYPE_BF16:
+        return nvf_bf16_to_f32((uint16_t)(b[2 * i] | (b[2 * i + 1] << 8)));
+    case NVF_DTYPE_F8_E8M0:
+        return nvf_e8m0_to_f32(b[i]);
+    default:
+        return nvf_f32_from_bits((uint32_t)b[4 * i] | ((uint32_t)b[4 * i + 1] << 8) |
+                                 ((uint32_t)b[4 * i + 2] << 16) | ((uint32_t)b[4 * i + 3] << 24));
+    }
+}
+
+/**
+ * Value [row, col] of a (checked) source as f32: element `col` of what
+ * nvf_quant_source_load_row() gives for `row`, bit for bit. Header-only so that kernels/ (which
+ * links only lib/core) names a non-finite value exactly as the CPU reference does.
+ */
+static inline float nvf_quant_source_value(const nvf_quant_source *s, int64_t row, int64_t col) {
+    uint64_t i = (uint64_t)row * (uint64_t)s->cols + (uint64_t)col;
+    const uint8_t *p = (const uint8_t *)s->data;
+    switch (s->dtype) {
+    case NVF_DTYPE_BF16:
+        return nvf_bf16_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
+    case NVF_DTYPE_F16:
+        return nvf_f16_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
+    case NVF_DTYPE_F32:
+        return nvf_f32_from_bits((uint32_t)p[4 * i] | ((uint32_t)p[4 * i + 1] << 8) |
+                                 ((uint32_t)p[4 * i + 2] << 16) | ((uint32_t)p[4 * i + 3] << 24));
+    case NVF_DTYPE_F8_E5M2:
+        return nvf_e5m2_to_f32(p[i]);
+    default:
+        break;
+    }
+    if (!s->scale)
+        return nvf_e4m3_to_f32(p[i]);
+    /* FP8 block: bf16(RN(f32(fp8) * scale_inv[r / br][c / bc])). */
+    uint64_t ncb = (uint64_t)((s->cols + s->block_cols - 1) / s->block_cols);
+    float m = nvf_quant_source_scale(s, (uint64_t)(row / s->block_rows) * ncb +
+                                            (uint64_t)(col / s->block_cols));
+    float v = nvf_e4m3_to_f32(p[i]) * m;
+    return nvf_bf16_to_f32(nvf_f32_to_bf16_rn(v));
+}
 
 /**
  * Maximum magnitude of a (checked) source, after FP8-block dequantization, using at most

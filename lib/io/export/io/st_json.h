@@ -1,6 +1,7 @@
 /*
- * Private helpers of the safetensors reader/writer and the index: strict UTF-8 and JSON text
- * checks that cJSON does not make, and a growable buffer that writes JSON strings.
+ * Helpers of the safetensors reader/writer and the index: strict UTF-8 and JSON text checks
+ * that cJSON does not make, and a growable buffer that writes JSON strings. Library-internal:
+ * lib/io exports it to the modules that link it (lib/manifest writes its JSON with the buffer).
  */
 #ifndef NVFP4_IO_ST_JSON_H
 #define NVFP4_IO_ST_JSON_H

@@ -7,7 +7,8 @@
  *   3. no key twice in one object, no number beyond the range of a double (cJSON reads 1e999
  *      as infinity).
  * A text that passes 1 but that cJSON refuses is checked against the grammar (json_syntax.c) to
- * tell a malformed file from a failed allocation. Library-internal (lib/ modules only): it
+ * tell a malformed file from a failed allocation. Library-internal: lib/io exports it to the
+ * modules that link it (never to cmd/), since it
  * hands out cJSON trees.
  */
 #ifndef NVFP4_IO_JSON_STRICT_H
