@@ -1,12 +1,14 @@
 /*
- * Hashing the files of a checkpoint directory: one task per file (biggest first) on a pool of
- * worker threads. Each task reads its file once, computing the SHA-256 and, for a safetensors
- * file, every tensor's CRC-32 from the same chunks. Results land in per-file slots, so the
- * output does not depend on the thread count. Then the manifest of the directory (write mode).
+ * Hashing the files of a checkpoint directory: one task per file (biggest first) on the core
+ * thread pool (nvf_pool_run, at most --threads at once). Each task reads its file once, computing
+ * the SHA-256 and, for a safetensors file, every tensor's CRC-32 from the same chunks. Results land
+ * in per-file slots, so the output does not depend on the thread count. Then the manifest of the
+ * directory (write mode).
  */
 #include "manifest_internal.h"
 #include "nvfp4/log.h"
 #include "nvfp4/manifest.h"
+#include "nvfp4/pool.h"
 #include "nvfp4/safetensors.h"
 #include "nvfp4/status.h"
 
@@ -21,7 +23,6 @@ typedef struct pool {
     nvf_hash_job *jobs;
     size_t n;
     size_t *order; /* biggest first */
-    size_t next;
     uint64_t done, total;
     const nvf_hash_opts *opts;
     pthread_mutex_t lock;
@@ -95,16 +96,12 @@ static void run_job(pool *p, nvf_hash_job *j) {
     pthread_mutex_unlock(&p->lock);
 }
 
-static void *worker(void *arg) {
+/* Task k of the batch: the k-th biggest file. A job keeps its own status, so one failure
+ * never keeps the others from running (the lowest in name order is reported). */
+static int job_task(void *arg, size_t k) {
     pool *p = arg;
-    for (;;) {
-        pthread_mutex_lock(&p->lock);
-        size_t k = p->next < p->n ? p->order[p->next++] : SIZE_MAX;
-        pthread_mutex_unlock(&p->lock);
-        if (k == SIZE_MAX)
-            return NULL;
-        run_job(p, &p->jobs[k]);
-    }
+    run_job(p, &p->jobs[p->order[k]]);
+    return NVF_OK;
 }
 
 static const nvf_hash_job *g_sort_jobs; /* qsort has no context argument; set under one call only */
@@ -136,25 +133,8 @@ int nvf_hash_jobs_run(nvf_hash_job *jobs, size_t n, const nvf_hash_opts *opts) {
     g_sort_jobs = jobs;
     qsort(p.order, n, sizeof *p.order, cmp_order);
     g_sort_jobs = NULL;
-    long nt = opts->threads;
-    if (nt <= 0) {
-        long nc = sysconf(_SC_NPROCESSORS_ONLN);
-        nt = nc > 0 ? nc : 1;
-    }
-    if ((size_t)nt > n)
-        nt = n > 0 ? (long)n : 1;
     pthread_mutex_init(&p.lock, NULL);
-    pthread_t *th = calloc((size_t)nt, sizeof *th);
-    long started = 0;
-    if (th)
-        for (; started < nt; started++)
-            if (pthread_create(&th[started], NULL, worker, &p) != 0)
-                break;
-    if (started == 0)
-        worker(&p); /* no thread could start: do the work here */
-    for (long i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    free(th);
+    (void)nvf_pool_run(nvf_pool_global(), n, opts->threads, job_task, &p);
     pthread_mutex_destroy(&p.lock);
     free(p.order);
     if (stopped(&p))

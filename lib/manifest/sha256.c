@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,6 +171,9 @@ done:
     nvf_sha256_free(h);
     free(buf);
     close(fd);
+    /* Files are hashed on the core pool, whose threads outlive the call: give back OpenSSL's
+     * per-thread state now (made again on the next use), as a thread that ends would. */
+    OPENSSL_thread_stop();
     return rc;
 }
 

@@ -8,12 +8,12 @@
 #include "nvfp4/fileio.h"
 #include "nvfp4/format.h"
 #include "nvfp4/log.h"
+#include "nvfp4/pool.h"
 #include "nvfp4/safetensors.h"
 #include "nvfp4/status.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,38 +130,22 @@ typedef struct round {
     size_t k0; /* the round's first row-block */
 } round;
 
-typedef struct worker {
+typedef struct round_batch {
     round *r;
-    size_t slot0, step;
     void (*fn)(round *r, size_t slot);
-} worker;
+} round_batch;
 
-static void *worker_main(void *arg) {
-    worker *w = arg;
-    for (size_t i = w->slot0; i < w->r->n_tasks; i += w->step)
-        w->fn(w->r, i);
-    return NULL;
+static int round_task(void *arg, size_t slot) {
+    round_batch *b = arg;
+    b->fn(b->r, slot);
+    return NVF_OK;
 }
 
-/* Run fn(r, slot) for every slot on up to s->threads threads. */
+/* Run fn(r, slot) for every slot on the core pool, at most s->threads at once (each slot
+ * writes its own range of the round's buffers, so the bytes do not depend on the threads). */
 static void run_round(round *r, void (*fn)(round *r, size_t slot)) {
-    size_t nt = (size_t)r->s->threads < r->n_tasks ? (size_t)r->s->threads : r->n_tasks;
-    pthread_t tid[SYNTH_MAX_THREADS];
-    worker wk[SYNTH_MAX_THREADS];
-    size_t started = 0;
-    for (size_t i = 1; i < nt; i++) {
-        wk[i] = (worker){r, i, nt, fn};
-        if (pthread_create(&tid[i], NULL, worker_main, &wk[i]) != 0)
-            break;
-        started = i;
-    }
-    /* Slots whose thread did not start run here. */
-    for (size_t i = 0; i < r->n_tasks; i++) {
-        if (i % nt == 0 || i % nt > started)
-            fn(r, i);
-    }
-    for (size_t i = 1; i <= started; i++)
-        pthread_join(tid[i], NULL);
+    round_batch b = {r, fn};
+    (void)nvf_pool_run(nvf_pool_global(), r->n_tasks, r->s->threads, round_task, &b);
 }
 
 static void plain_task(round *r, size_t slot) {
