@@ -291,6 +291,13 @@ int cli_print_json(const char *cmd, const cJSON *doc) {
     return EXIT_OK;
 }
 
+int cli_parse_args(const cli_spec *spec, int argc, char **argv, const char **pos, int *npos,
+                   int *code) {
+    int rc = cli_parse(spec, argc, argv, pos, npos);
+    *code = rc == CLI_HELP_SHOWN ? EXIT_OK : rc;
+    return rc == EXIT_OK;
+}
+
 int cli_parse_size(uint64_t *out, const char *s) {
     return nvf_size_parse(out, s, strlen(s));
 }

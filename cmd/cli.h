@@ -93,6 +93,13 @@ void cli_set_common_mask(unsigned mask);
  */
 int cli_parse(const cli_spec *spec, int argc, char **argv, const char **pos, int *npos);
 
+/**
+ * cli_parse for a command's entry: 1 when the command goes on; 0 when it must return *code
+ * (EXIT_OK after --help, else the usage error's code).
+ */
+int cli_parse_args(const cli_spec *spec, int argc, char **argv, const char **pos, int *npos,
+                   int *code);
+
 /** Print a usage error for the command and return EXIT_USAGE. */
 int cli_usage_error(const cli_spec *spec, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -229,10 +229,8 @@ done:
 int cmd_bench(int argc, char **argv) {
     const char *pos[1];
     int np = 0;
-    int rc = cli_parse(&k_spec, argc, argv, pos, &np);
-    if (rc == CLI_HELP_SHOWN)
-        return EXIT_OK;
-    if (rc != EXIT_OK)
+    int rc;
+    if (!cli_parse_args(&k_spec, argc, argv, pos, &np, &rc))
         return rc;
     if (strcmp(pos[0], "moe") == 0) {
         fprintf(stderr, "nvfp4tool bench: 'bench moe' is not implemented yet\n");

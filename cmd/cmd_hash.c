@@ -205,10 +205,8 @@ static int check_manifest(const char *dir, const char *path, const nvf_hash_opts
 int cmd_hash(int argc, char **argv) {
     const char *pos[1];
     int np = 0;
-    int rc = cli_parse(&k_spec, argc, argv, pos, &np);
-    if (rc == CLI_HELP_SHOWN)
-        return EXIT_OK;
-    if (rc != EXIT_OK)
+    int rc;
+    if (!cli_parse_args(&k_spec, argc, argv, pos, &np, &rc))
         return rc;
     const char *dir = pos[0];
     if (g_common.threads > 1024)

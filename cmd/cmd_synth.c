@@ -86,10 +86,8 @@ int cmd_synth(int argc, char **argv) {
     g_preset = g_dtype = g_seed = g_max_shard = g_scale_fmt = NULL;
     g_layers = g_experts = g_hidden = g_intermediate = g_moe_intermediate = 0;
     g_fused = g_force = 0;
-    int rc = cli_parse(&k_spec, argc, argv, pos, &np);
-    if (rc == CLI_HELP_SHOWN)
-        return EXIT_OK;
-    if (rc != EXIT_OK)
+    int rc;
+    if (!cli_parse_args(&k_spec, argc, argv, pos, &np, &rc))
         return rc;
 
     nvf_synth_options o;

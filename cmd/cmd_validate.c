@@ -29,10 +29,8 @@ static const cli_spec k_spec = {
 int cmd_validate(int argc, char **argv) {
     const char *pos[1];
     int np = 0;
-    int rc = cli_parse(&k_spec, argc, argv, pos, &np);
-    if (rc == CLI_HELP_SHOWN)
-        return EXIT_OK;
-    if (rc != EXIT_OK)
+    int rc;
+    if (!cli_parse_args(&k_spec, argc, argv, pos, &np, &rc))
         return rc;
     rc = cli_check_recipe(&k_spec, NULL, NULL, 0);
     return rc != EXIT_OK ? rc : cli_not_implemented(&k_spec);

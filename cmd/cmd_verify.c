@@ -35,10 +35,8 @@ static const cli_spec k_spec = {
 int cmd_verify(int argc, char **argv) {
     const char *pos[1];
     int np = 0;
-    int rc = cli_parse(&k_spec, argc, argv, pos, &np);
-    if (rc == CLI_HELP_SHOWN)
-        return EXIT_OK;
-    if (rc != EXIT_OK)
+    int rc;
+    if (!cli_parse_args(&k_spec, argc, argv, pos, &np, &rc))
         return rc;
     if (g_input && g_tokens)
         return cli_usage_error(&k_spec, "--input and --tokens exclude each other");
