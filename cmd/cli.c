@@ -253,14 +253,30 @@ static void on_stop_signal(int sig) {
     g_stop_signal = 1;
 }
 
-volatile sig_atomic_t *cli_catch_stop_signals(void) {
+static void on_stop_signals(void (*handler)(int)) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
+    sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+}
+
+volatile sig_atomic_t *cli_catch_stop_signals(void) {
+    on_stop_signals(on_stop_signal);
     return &g_stop_signal;
+}
+
+static void exit_interrupted(int sig) {
+    (void)sig;
+    static const char msg[] = "nvfp4tool: interrupted\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    _exit(EXIT_INTERRUPTED);
+}
+
+void cli_exit_on_stop_signals(void) {
+    on_stop_signals(exit_interrupted);
 }
 
 /* Set when a cJSON allocation fails (any thread): a document the commands built with unchecked

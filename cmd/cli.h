@@ -132,6 +132,13 @@ int cli_print_json(const char *cmd, const cJSON *doc);
  */
 volatile sig_atomic_t *cli_catch_stop_signals(void);
 
+/**
+ * Until a command that writes files installs its own catcher (cli_catch_stop_signals, which
+ * stops cleanly and removes temporaries), SIGINT/SIGTERM end the process with exit 5: a command
+ * that only reads (inspect) has nothing to clean up. main() installs it first.
+ */
+void cli_exit_on_stop_signals(void);
+
 /** Parse a size like "5GB", "8GiB", "512MB", "1000" (bytes). 0 on success. */
 int cli_parse_size(uint64_t *out, const char *s);
 

@@ -8,10 +8,8 @@
 
 #include "nvfp4/version.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef struct command {
     const char *name;
@@ -54,25 +52,9 @@ static void print_usage(FILE *f) {
                "  --version   print the version\n\n" CLI_EXIT_HELP);
 }
 
-/* Until a command that writes files installs its own catcher (cli_catch_stop_signals, which
- * stops cleanly and removes temporaries), SIGINT/SIGTERM end the process with exit 5: a command
- * that only reads (inspect) has nothing to clean up. */
-static void exit_interrupted(int sig) {
-    (void)sig;
-    static const char msg[] = "nvfp4tool: interrupted\n";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)w;
-    _exit(EXIT_INTERRUPTED);
-}
-
 int main(int argc, char **argv) {
     cli_json_init();
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = exit_interrupted;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_exit_on_stop_signals();
     if (argc < 2) {
         print_usage(stderr);
         return EXIT_USAGE;
