@@ -16,3 +16,23 @@ expect() {
     grep -qF -- "$text" "$tmp/err" "$tmp/out" ||
         fail "'$*' did not say '$text': $(head -c 2000 "$tmp/err")"
 }
+#   interrupt PID SIG [BYTES]            once process PID catches SIG (SigCgt in /proc) and has
+#                                        read BYTES (rchar in /proc/PID/io; default 0), send SIG
+#                                        and wait for it: its exit status in $rc (fail when it
+#                                        ended first). Needs /proc.
+interrupt() {
+    local pid=$1 sig=$2 bytes=${3:-0} signo mask read
+    signo=$(kill -l "$sig")
+    for _ in $(seq 1 4000); do
+        kill -0 "$pid" 2>/dev/null || break
+        mask=$(awk '/^SigCgt:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || mask=
+        read=$(awk '/^rchar:/ {print $2}' "/proc/$pid/io" 2>/dev/null) || read=0
+        if [ -n "$mask" ] && (((0x$mask >> (signo - 1)) & 1)) && [ "${read:-0}" -ge "$bytes" ]; then
+            break
+        fi
+        sleep 0.005
+    done
+    kill -s "$sig" "$pid" 2>/dev/null || fail "process $pid ended before SIG$sig"
+    rc=0
+    wait "$pid" || rc=$?
+}

@@ -19,23 +19,10 @@ b += b" " * (-len(b) % 8)
 with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<Q", len(b)) + b + bytes(32 * n))
 PY
-catches() { # catches PID SIGNO: the process has a handler for the signal
-    local mask
-    mask=$(awk '/^SigCgt:/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
-    [ -n "$mask" ] && (((0x$mask >> ($2 - 1)) & 1))
-}
 for sig in INT TERM; do
     "$NVFP4TOOL" inspect "$tmp/many.safetensors" >/dev/null 2>"$tmp/err" &
     pid=$!
-    signo=$(kill -l $sig)
-    for _ in $(seq 1 2000); do
-        catches $pid "$signo" && break
-        kill -0 $pid 2>/dev/null || break
-        sleep 0.005
-    done
-    kill -s $sig $pid 2>/dev/null || fail "inspect finished before SIG$sig"
-    rc=0
-    wait $pid || rc=$?
+    interrupt $pid $sig
     pid=
     [ $rc -eq 5 ] || fail "SIG$sig: exit $rc, expected 5: $(head -c 500 "$tmp/err")"
     grep -q "interrupted" "$tmp/err" || fail "SIG$sig: no message: $(head -c 500 "$tmp/err")"
