@@ -26,6 +26,7 @@ enum {
 };
 
 /* FP8 block edge (weight_block_size [128, 128]) and E4M3's largest finite value. */
+#define SYNTH_NAME_MAX  256 /* longest tensor or module name a preset makes, with its NUL */
 #define SYNTH_FP8_BLOCK 128
 #define SYNTH_FP8_MAX   448.0f
 
