@@ -82,21 +82,27 @@ if [ "$mode" = large ]; then
         "$(calc "$src_bytes/1e9")" "$(calc "$out_bytes/1e9")" "$read_gbs" "$write_gbs" "$floor" "$secs" "$ratio" "$(calc "$rss/1e9")"
     # 3. The same conversion with the source in the page cache (the host pipeline's own rate),
     #    on the GPU and then on the CPU alone (all cores): input GB/s.
-    for d in "${devopt[*]}" "--device cpu"; do
-        rm -rf "$work/bigout"
-        sync
-        cat "$big"/*.safetensors >/dev/null
-        t0=$(date +%s.%N)
-        "$tool" convert "$big" "$work/bigout" $d --json --quiet >"$OUT/convert-warm.json" || rc=1
-        t1=$(date +%s.%N)
-        secs=$(calc "$t1 - $t0")
-        rss=$(python3 -c "import json;print(json.load(open('$OUT/convert-warm.json'))['peak_rss_bytes'])")
-        key=$([ "$d" = "--device cpu" ] && echo cpu || echo dev)
-        printf ' "cached_%s": {"options": "%s", "convert_s": %.2f, "input_gbs": %.3f, "peak_rss_bytes": %s},\n' \
-            "$key" "$d" "$secs" "$(calc "$src_bytes / $secs / 1e9")" "$rss" >>"$res"
-        printf 'cached (%s): convert %.1f s = %.2f GB/s of input, peak RSS %.2f GB\n' \
-            "$d" "$secs" "$(calc "$src_bytes / $secs / 1e9")" "$(calc "$rss/1e9")"
-    done
+    # warm_runs DST KEY LABEL: one run per device, source cached, JSON row "KEY_dev"/"KEY_cpu".
+    warm_runs() {
+        local dst=$1 key=$2 label=$3 d t0 t1 secs rss which
+        for d in "${devopt[*]}" "--device cpu"; do
+            rm -rf "$dst"
+            sync
+            cat "$big"/*.safetensors >/dev/null
+            t0=$(date +%s.%N)
+            "$tool" convert "$big" "$dst" $d --json --quiet >"$OUT/convert-warm.json" || rc=1
+            t1=$(date +%s.%N)
+            secs=$(calc "$t1 - $t0")
+            rss=$(python3 -c "import json;print(json.load(open('$OUT/convert-warm.json'))['peak_rss_bytes'])")
+            which=$([ "$d" = "--device cpu" ] && echo cpu || echo dev)
+            printf ' "%s_%s": {"options": "%s", "convert_s": %.2f, "input_gbs": %.3f, "peak_rss_bytes": %s},\n' \
+                "$key" "$which" "$d" "$secs" "$(calc "$src_bytes / $secs / 1e9")" "$rss" >>"$res"
+            printf '%s (%s): convert %.1f s = %.2f GB/s of input, peak RSS %.2f GB\n' \
+                "$label" "$d" "$secs" "$(calc "$src_bytes / $secs / 1e9")" "$(calc "$rss/1e9")"
+        done
+        rm -rf "$dst"
+    }
+    warm_runs "$work/bigout" cached cached
     # 4. The host pipeline alone: source in the page cache and the output in memory (tmpfs), so
     #    that neither the disk's write rate nor its fsync bounds the rate (the GPU and the CPU).
     shm=""
@@ -108,21 +114,7 @@ if [ "$mode" = large ]; then
         shm=$work/shm/out
     fi
     if [ -n "$shm" ]; then
-        for d in "${devopt[*]}" "--device cpu"; do
-            rm -rf "$shm"
-            cat "$big"/*.safetensors >/dev/null
-            t0=$(date +%s.%N)
-            "$tool" convert "$big" "$shm" $d --json --quiet >"$OUT/convert-warm.json" || rc=1
-            t1=$(date +%s.%N)
-            secs=$(calc "$t1 - $t0")
-            rss=$(python3 -c "import json;print(json.load(open('$OUT/convert-warm.json'))['peak_rss_bytes'])")
-            key=$([ "$d" = "--device cpu" ] && echo cpu || echo dev)
-            printf ' "tmpfs_%s": {"options": "%s", "convert_s": %.2f, "input_gbs": %.3f, "peak_rss_bytes": %s},\n' \
-                "$key" "$d" "$secs" "$(calc "$src_bytes / $secs / 1e9")" "$rss" >>"$res"
-            printf 'cached, output in tmpfs (%s): convert %.1f s = %.2f GB/s of input, peak RSS %.2f GB\n' \
-                "$d" "$secs" "$(calc "$src_bytes / $secs / 1e9")" "$(calc "$rss/1e9")"
-        done
-        rm -rf "$shm"
+        warm_runs "$shm" tmpfs "cached, output in tmpfs"
         umount "$work/shm" 2>/dev/null || true
     else
         echo "tmpfs: no room for the output in memory; host-pipeline rate not measured"
