@@ -96,18 +96,9 @@ static int error_as(int code, const char *what) {
 }
 
 /*
- * Whether an FP8 scale companion is a block scale ("W_scale_inv", one multiplier per block)
- * rather than a per-tensor one ("weight_scale", one element). The naming rule belongs to
- * lib/ckpt; this is the one place quantize asks it.
- */
-static int is_block_scale(const nvf_st_tensor *scale) {
-    return nvf_ckpt_is_scale_inv(scale->name);
-}
-
-/*
- * The FP8 scale rule of inspect and convert, applied to a source that carries its scale: the
- * checkpoint enforced it on `*.weight` tensors when it opened (with the block size asked for);
- * this covers every other name. A scale that does not fit is bad input (exit 3).
+ * What the quantizer itself needs of a source that carries its scale (a dtype it decodes, a
+ * per-tensor scale of one element), after the checkpoint's FP8-block rule: a scale that does
+ * not fit is bad input (exit 3).
  */
 static int check_fp8_scale(const nvf_quant_source *s, const char *name) {
     int rc = nvf_quant_source_check(s, name);
@@ -134,7 +125,7 @@ static void fp8_view(nvf_quant_source *s, const qf_run *r, const nvf_st_tensor *
     s->scale = sc->data;
     s->scale_dtype = sc->dtype;
     s->scale_numel = sc->numel;
-    if (is_block_scale(sc)) {
+    if (nvf_ckpt_is_scale_inv(sc->name)) {
         /* the size asked for, else the checkpoint's: the one its scales were checked with */
         const int64_t *b = r->ck->quant.block;
         s->block_rows = b[0] > 0 ? b[0] : 128;
@@ -177,7 +168,7 @@ static int make_source(qf_run *r, size_t i, int *bad) {
         return rc;
     const nvf_st_tensor *sc = r->ck->tensors[ct->scale].st;
     fp8_view(&it->src, r, sc);
-    if (is_block_scale(sc)) {
+    if (nvf_ckpt_is_scale_inv(sc->name)) {
         /* the checkpoint's one FP8-block rule (inspect and convert ask it too) */
         rc = nvf_ckpt_check_fp8_scale(r->opt->in, t, sc, it->src.block_rows, it->src.block_cols);
         if (rc != NVF_OK) {
@@ -243,7 +234,8 @@ static int plan_outputs(qf_run *r, const size_t *item_of_ck) {
         if (!r->items[i].src.scale)
             continue;
         size_t sc = r->ck->tensors[r->items[i].ck].scale;
-        ts[i].source = is_block_scale(r->ck->tensors[sc].st) ? "fp8-block" : "fp8-tensor";
+        ts[i].source =
+            nvf_ckpt_is_scale_inv(r->ck->tensors[sc].st->name) ? "fp8-block" : "fp8-tensor";
         ts[item_of_ck[sc]].action = NVF_QUANTIZE_DROP;
     }
     for (size_t i = 0; i < r->n; i++) {
