@@ -6,6 +6,7 @@
  * directory (write mode).
  */
 #include "manifest_internal.h"
+#include "nvfp4/fileio.h"
 #include "nvfp4/log.h"
 #include "nvfp4/manifest.h"
 #include "nvfp4/pool.h"
@@ -162,7 +163,7 @@ int nvf_hash_jobs_make(nvf_hash_job **out, const char *dir, char *const *names, 
         return nvf_error_set(NVF_E_NOMEM, "no memory to hash files");
     for (size_t i = 0; i < n; i++) {
         jobs[i].name = names[i];
-        jobs[i].path = nvf_manifest_join(dir, names[i]);
+        jobs[i].path = nvf_path_join(dir, names[i]);
         if (!jobs[i].path) {
             nvf_hash_jobs_free(jobs, n);
             return nvf_error_set(NVF_E_NOMEM, "no memory to hash files");

@@ -33,9 +33,6 @@ int nvf_manifest_is_hex(const char *s, size_t n);
 
 /* Directories and jobs (manifest_walk.c, manifest_hash.c) -------------------------------- */
 
-/** "a/b" from "a" and "b" ("b" when a is empty); NULL when out of memory. */
-char *nvf_manifest_join(const char *a, const char *b);
-
 /** qsort comparison of two char * names. */
 int nvf_manifest_cmp_name(const void *a, const void *b);
 

@@ -5,6 +5,7 @@
 #include "manifest_internal.h"
 #include "nvfp4/log.h"
 #include "nvfp4/manifest.h"
+#include "nvfp4/fileio.h"
 #include "nvfp4/status.h"
 
 #include <dirent.h>
@@ -42,21 +43,6 @@ static int list_push(name_list *l, char *s) {
     return NVF_OK;
 }
 
-char *nvf_manifest_join(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    char *s = malloc(la + lb + 2);
-    if (!s)
-        return NULL;
-    if (la == 0) {
-        memcpy(s, b, lb + 1);
-        return s;
-    }
-    memcpy(s, a, la);
-    s[la] = '/';
-    memcpy(s + la + 1, b, lb + 1);
-    return s;
-}
-
 typedef struct walk_ctx {
     const char *root;
     int skip_tmp;
@@ -66,7 +52,7 @@ typedef struct walk_ctx {
 } walk_ctx;
 
 static int walk(walk_ctx *w, const char *rel, int depth) {
-    char *dir_path = rel[0] ? nvf_manifest_join(w->root, rel) : strdup(w->root);
+    char *dir_path = rel[0] ? nvf_path_join(w->root, rel) : strdup(w->root);
     if (!dir_path)
         return nvf_error_set(NVF_E_NOMEM, "no memory to list a directory");
     int rc = NVF_OK;
@@ -82,8 +68,8 @@ static int walk(walk_ctx *w, const char *rel, int depth) {
             continue;
         if (depth == 0 && strcmp(e->d_name, NVF_MANIFEST_NAME) == 0)
             continue;
-        char *name = nvf_manifest_join(rel, e->d_name);
-        char *full = nvf_manifest_join(w->root, name ? name : "");
+        char *name = nvf_path_join(rel, e->d_name);
+        char *full = nvf_path_join(w->root, name ? name : "");
         struct stat st;
         if (!name || !full) {
             rc = nvf_error_set(NVF_E_NOMEM, "no memory to list a directory");
