@@ -6,11 +6,11 @@
  *     exceed --max-host-memory (one job always proceeds);
  *   - the writer thread takes the jobs in order and writes each job's pieces of output tensors
  *     at their offsets (copied tensors are streamed from the source mapping in chunks); a shard
- *     whose jobs are all written goes to the hashers (at most HASHERS pending: the writer waits
- *     beyond that) and the writer moves on to the next;
- *   - the hasher threads read each written shard back once from the page cache for its
- *     SHA-256 and tensor CRC-32s (on the core pool), rename it into place and record it in the
- *     journal (under a mutex), several shards side by side;
+ *     goes to a hasher as it is opened (at most HASHERS pending: the writer waits beyond that),
+ *     is published after every job and closed after its last, and the writer moves on;
+ *   - the hasher threads read each shard back once from the page cache: its SHA-256 follows
+ *     the published bytes, its tensor CRC-32s run on the core pool once it is closed; then it
+ *     is renamed into place and recorded in the journal (under a mutex), several side by side;
  *   - the SHA-256 of every source file for the manifest, computed beside them as a task of the
  *     core pool.
  * Source pages are released (MADV_DONTNEED) once consumed, so the resident set stays bounded by
