@@ -78,8 +78,8 @@ static int write_output(const char *path, const float *y, int64_t t, int64_t h, 
     return rc;
 }
 
-int nvf_moe_run_file(const char *ckpt_path, int64_t layer, const char *in_path,
-                     const char *out_path, const nvf_moe_opts *o) {
+int nvf_moe_run_file(nvf_moe_run_info *info, const char *ckpt_path, int64_t layer,
+                     const char *in_path, const char *out_path, const nvf_moe_opts *o) {
     nvf_ckpt *ck = NULL;
     nvf_st_file *in = NULL;
     nvf_moe_weights *w = NULL;
@@ -120,6 +120,19 @@ int nvf_moe_run_file(const char *ckpt_path, int64_t layer, const char *in_path,
     if (rc == NVF_OK)
         rc = write_output(out_path, y, t, h, layer, nvf_moe_precision_name(run.precision),
                           nvf_ckpt_format_name(ck->quant.format));
+    if (rc == NVF_OK && info)
+        *info = (nvf_moe_run_info){t,
+                                   h,
+                                   inter,
+                                   spec.n_experts,
+                                   spec.top_k,
+                                   run.precision,
+                                   spec.route,
+                                   spec.act,
+                                   spec.renormalize,
+                                   has_shared,
+                                   has_gate && spec.shared_gate,
+                                   ck->quant.format};
 done:
     free(x);
     free(y);

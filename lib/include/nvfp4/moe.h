@@ -192,15 +192,26 @@ typedef struct nvf_moe_opts {
 int nvf_moe_forward_ref(float *y, const float *x, int64_t t, int64_t hidden,
                         const nvf_moe_spec *spec, nvf_moe_weights *w, const nvf_moe_opts *o);
 
+/* What nvf_moe_run_file() ran. */
+typedef struct nvf_moe_run_info {
+    int64_t tokens, hidden, intermediate, n_experts, top_k;
+    nvf_moe_precision precision; /* as run: an NVFP4 checkpoint's bf16 is w4a16 */
+    nvf_moe_route route;
+    nvf_moe_act act;
+    int renormalize, has_shared, has_shared_gate;
+    nvf_ckpt_format format;
+} nvf_moe_run_info;
+
 /**
  * `nvfp4tool moe`: open `ckpt_path`, read x from `in_path` (its only tensor, or the one named
  * "x"; BF16 or F32 [T, H]), run layer `layer`, write `out_path` with one tensor "y" F32 [T, H]
- * and metadata {layer, precision, format} atomically (tmp + rename).
+ * and metadata {layer, precision, checkpoint_format, tokens} atomically (tmp + rename); what
+ * ran into *info (NULL: not wanted).
  * @return 0; NVF_E_INVALID (no such MoE layer, listing the MoE layers); NVF_E_SHAPE (x's
  * shape, naming the file, tensor and both shapes); NVF_E_FORMAT; NVF_E_IO; NVF_E_NOMEM.
  */
-int nvf_moe_run_file(const char *ckpt_path, int64_t layer, const char *in_path,
-                     const char *out_path, const nvf_moe_opts *o);
+int nvf_moe_run_file(nvf_moe_run_info *info, const char *ckpt_path, int64_t layer,
+                     const char *in_path, const char *out_path, const nvf_moe_opts *o);
 
 #ifdef __cplusplus
 }
