@@ -91,8 +91,9 @@ int nvf_moe_run_file(nvf_moe_run_info *info, const char *ckpt_path, int64_t laye
     int rc = nvf_ckpt_open(&ck, ckpt_path);
     if (rc != NVF_OK)
         goto done;
-    if (ck->quant.format == NVF_CKPT_FORMAT_NVFP4_MODELOPT &&
-        run.precision == NVF_MOE_PRECISION_BF16) {
+    int nvfp4 = ck->quant.format == NVF_CKPT_FORMAT_NVFP4_MODELOPT ||
+                ck->quant.format == NVF_CKPT_FORMAT_NVFP4_CT;
+    if (nvfp4 && run.precision == NVF_MOE_PRECISION_BF16) {
         nvf_log(NVF_LOG_INFO, "%s is NVFP4: it runs as stored (w4a16)", ckpt_path);
         run.precision = NVF_MOE_PRECISION_W4A16;
     }

@@ -139,11 +139,12 @@ typedef struct nvf_moe_weights nvf_moe_weights;
 /**
  * The provider of layer `layer` of an open checkpoint (which must outlive it), reading any
  * supported format: BF16/F16/F32 as stored; FP8 (block or per-tensor) as bf16(RN(f32(fp8) *
- * scale)) (SPEC section 4); ModelOpt NVFP4 as e2m1(code) * f32(weight_scale) with alpha =
- * weight_scale_2. With `precision` w4a16 or w4a4 on a source-precision checkpoint, each routed
- * expert is quantized with `quant` (nvf_quant_params) as convert writes it: gate and up as one
- * global-scale group, down alone; its NVFP4 values are then used with alpha = RN(1 / gs).
- * Shared experts, the router and gates are used as stored.
+ * scale)) (SPEC section 4); NVFP4 (ModelOpt, compressed-tensors; lib/ckpt's validated view) as
+ * e2m1(code) * f32(weight_scale) with alpha = the decode scale (weight_scale_2). With `precision`
+ * w4a16 or w4a4 on a source-precision checkpoint, each routed expert is quantized with `quant`
+ * (nvf_quant_params) as convert writes it: gate and up as one global-scale group, down alone; its
+ * NVFP4 values are then used with alpha = RN(1 / gs). Shared experts, the router and gates are used
+ * as stored.
  * @return 0; NVF_E_INVALID (no such layer, or not an MoE layer: the message lists the MoE
  * layers); NVF_E_UNSUPPORTED (a format or expert layout it cannot read, named); NVF_E_NOMEM.
  */
