@@ -216,9 +216,10 @@ typedef enum nvf_router_kind {
     NVF_ROUTER_SOFTMAX_TOPK, /* softmax, top-k, renormalize if norm_topk_prob */
     NVF_ROUTER_SIGMOID_TOPK, /* sigmoid scores, top-k, no groups */
     NVF_ROUTER_DEEPSEEK_V3,  /* sigmoid + correction bias + group-limited top-k */
+    NVF_ROUTER_TOPK_SOFTMAX, /* top-k of the logits, softmax over those k (GPT-OSS) */
 } nvf_router_kind;
 
-/** "none", "softmax_topk", "sigmoid_topk", "deepseek_v3". Never NULL. */
+/** "none", "softmax_topk", "sigmoid_topk", "deepseek_v3", "topk_softmax". Never NULL. */
 const char *nvf_router_kind_name(nvf_router_kind kind);
 
 typedef enum nvf_layer_kind {
@@ -276,8 +277,12 @@ typedef struct nvf_moe_config {
     int64_t n_group, topk_group, first_k_dense_replace;
     int64_t hidden_size, moe_intermediate_size, intermediate_size;
     int64_t n_shared_experts;
-    char hidden_act[32]; /* "" when not given */
+    int64_t shared_expert_intermediate_size; /* Qwen2-MoE */
+    double swiglu_limit;                     /* GPT-OSS; < 0 when not given */
+    char hidden_act[32];                     /* "" when not given */
     char scoring_func[32];
+    char topk_method[32]; /* "noaux_tc" (DeepSeek-V3) */
+    char model_type[32];  /* "qwen3_moe", "deepseek_v3", "kimi_k2", "glm4_moe", "gpt_oss", ... */
 } nvf_moe_config;
 
 typedef struct nvf_moe {
