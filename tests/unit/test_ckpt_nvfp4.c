@@ -230,6 +230,22 @@ static void test_fused(void) {
         CHECK(nvf_ckpt_nvfp4_view(&v, ck, nvf_ckpt_find_index(ck, F), -1) == NVF_E_SHAPE);
     }
     nvf_ckpt_close(ck);
+    /* the dotted form of the same names (F.weight_scale of a fused F without ".weight") */
+    tdef dotted[4];
+    memcpy(dotted, d, sizeof dotted);
+    dotted[1].name = F ".weight_scale";
+    dotted[2].name = F ".weight_scale_2";
+    dotted[3].name = F ".input_scale";
+    rc = view_of(&v, &ck, write_ckpt(dotted, 4, k_modelopt_config), F, 1);
+    CHECK_MSG(rc == 0, "%s", nvf_error_last());
+    CHECK(rc != 0 || (v.decode_scale == 2.0f && v.input_scale == 3.0f));
+    if (ck) {
+        const nvf_ckpt_tensor *t = nvf_ckpt_find(ck, F);
+        CHECK(t && t->scale != NVF_CKPT_NONE && t->scale_2 != NVF_CKPT_NONE &&
+              t->input_scale != NVF_CKPT_NONE);
+        CHECK(ck->n_warnings == 0);
+    }
+    nvf_ckpt_close(ck);
     /* weight_scale_2 of 3 elements for 2 experts */
     static float ws3[3] = {1, 1, 1};
     d[2].data = ws3;
