@@ -6,8 +6,12 @@
  *   1. The values: w = RN(RN(e2m1(code) * f32(scale)) * decode), the first product exact (an
  *      E2M1 value times an E4M3 value fits binary32), so each value is rounded once.
  *   2. The global scale: gs with RN(1 / gs) == decode_shared, so that quantizing with gs writes
- *      exactly the shared decode scale; found by nvf_quant_global_scale_for_decode.
- *   3. The block arithmetic of the recipe (nvfp4/quant_block.h) with that gs.
+ *      exactly the shared decode scale; found by nvf_quant_global_scale_for_decode. Where no
+ *      binary32 has that rounded reciprocal (a decode scale not written as RN(1 / gs), as
+ *      ModelOpt's arithmetic writes RN(amax / 2688)), gs = RN(1 / decode_shared) and the
+ *      block arithmetic's RN(1 / gs) is replaced by decode_shared itself, so that the block
+ *      scales are chosen for the decode scale the result is read with.
+ *   3. The block arithmetic of the recipe (nvfp4/quant_block.h) with those constants.
  */
 #include "quant_internal.h"
 
@@ -55,11 +59,17 @@ int nvf_quant_requant_ref(uint8_t *packed_out, uint8_t *scales_out, const uint8_
                              "re-quantize: decode scale %.9g is not finite and "
                              "positive",
                              (double)decode);
+    if (!(decode_shared > 0.0f) || !isfinite(decode_shared))
+        return nvf_error_set(NVF_E_INVALID,
+                             "re-quantize: shared decode scale %.9g is not finite and positive",
+                             (double)decode_shared);
     float gs;
-    int rc = nvf_quant_global_scale_for_decode(&gs, decode_shared);
-    if (rc != NVF_OK)
-        return rc;
+    if (nvf_quant_global_scale_for_decode(&gs, decode_shared) != NVF_OK) {
+        nvf_error_clear();
+        gs = nvf_qb_rcp(decode_shared);
+    }
     nvf_qb_consts k = nvf_qb_consts_make(gs, p->method, p->error, p->domain);
+    k.rcp_gs = decode_shared; /* already so when gs was found */
     float *row = malloc((size_t)(cols > 0 ? cols : 1) * sizeof *row);
     if (!row)
         return nvf_error_set(NVF_E_NOMEM, "re-quantize: no memory for a row of %lld values",

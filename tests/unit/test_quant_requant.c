@@ -8,6 +8,7 @@
 
 #include "nvfp4/format.h"
 #include "nvfp4/quant.h"
+#include "nvfp4/quant_block.h"
 #include "nvfp4/status.h"
 
 #include <math.h>
@@ -147,9 +148,55 @@ static void test_rows_against_direct(void) {
     }
 }
 
+/*
+ * A shared decode scale no reciprocal reaches (found here by the brute force): the result still
+ * decodes with it, and its bytes are those of the shared block arithmetic (quant_block.h) with
+ * gs = RN(1/d) and RN(1/gs) replaced by d, block by block.
+ */
+static void test_unreachable_decode(void) {
+    float d = 0;
+    for (uint32_t b = 0x3F7FFFFFu; b > 0x3F7FFF00u && d == 0; b--) {
+        if (!brute_exists(from_bits(b)))
+            d = from_bits(b);
+    }
+    CHECK(d != 0);
+    d = d * 0.0009765625f; /* the same mantissa, 2^-10 smaller: a realistic decode scale */
+    CHECK(!brute_exists(d));
+    enum { C = 64 };
+    float x[2 * C];
+    for (int i = 0; i < 2 * C; i++)
+        x[i] = (float)((i * 37) % 29 - 14) * 0.004f;
+    nvf_quant_params p = nvf_quant_params_default();
+    float gs_a = nvf_quant_global_scale(0.056f, p.e4m3_max), dec_a = 1.0f / gs_a;
+    uint8_t pa[C], sa[8], pr[C], sr[8];
+    CHECK(nvf_quant_rows_ref(pa, sa, x, 2, C, gs_a, &p, 1) == 0);
+    CHECK(nvf_quant_requant_ref(pr, sr, pa, sa, 2, C, dec_a, d, &p) == 0);
+    float deq[2 * C];
+    for (int r = 0; r < 2; r++)
+        nvf_quant_dequant_row_ref(deq + r * C, pa + r * C / 2, sa + r * C / 16, C, dec_a);
+    nvf_qb_consts k = nvf_qb_consts_make(1.0f / d, p.method, p.error, p.domain);
+    k.rcp_gs = d;
+    for (int blk = 0; blk < 8; blk++) {
+        uint8_t want[8], ws;
+        nvf_qb_quantize(want, &ws, deq + 16 * blk, &k);
+        CHECK_MSG(memcmp(want, pr + 8 * blk, 8) == 0 && ws == sr[blk], "block %d", blk);
+    }
+    /* and the values are close to the originals: rel-L2 of the round trip under 0.15 */
+    float back[2 * C];
+    for (int r = 0; r < 2; r++)
+        nvf_quant_dequant_row_ref(back + r * C, pr + r * C / 2, sr + r * C / 16, C, d);
+    double num = 0, den = 0;
+    for (int i = 0; i < 2 * C; i++) {
+        num += ((double)back[i] - x[i]) * ((double)back[i] - x[i]);
+        den += (double)x[i] * x[i];
+    }
+    CHECK_MSG(sqrt(num / den) < 0.15, "rel-L2 %g", sqrt(num / den));
+}
+
 int main(void) {
     test_global_scale_for_decode();
     test_hand_block();
     test_rows_against_direct();
+    test_unreachable_decode();
     return check_summary("test_quant_requant");
 }

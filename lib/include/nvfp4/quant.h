@@ -167,9 +167,10 @@ int nvf_quant_global_scale_for_decode(float *out, float decode);
  * scale nvf_quant_global_scale_for_decode(decode_shared) into `packed_out` / `scales_out`
  * (same shapes; they must not overlap the inputs). The result decodes with `decode_shared`,
  * and its bytes are those nvf_quant_rows_ref writes for the dequantized values with that gs.
+ * Where no gs has RN(1 / gs) == decode_shared, gs = RN(1 / decode_shared) and the block
+ * arithmetic uses decode_shared in place of RN(1 / gs) (lib/quant/quant_requant.c).
  * @return 0; NVF_E_SHAPE when cols is not a multiple of 16; NVF_E_INVALID for a decode scale
- * that is not finite and positive; NVF_E_UNSUPPORTED when no gs gives decode_shared;
- * NVF_E_NOMEM.
+ * that is not finite and positive; NVF_E_NOMEM.
  */
 int nvf_quant_requant_ref(uint8_t *packed_out, uint8_t *scales_out, const uint8_t *packed,
                           const uint8_t *scales, int64_t rows, int64_t cols, float decode,
