@@ -17,6 +17,9 @@
  *      of fused experts, as in GPT-OSS and Kimi NVFP4 checkpoints), and F.weight_scale,
  *      F.weight_scale_2, F.input_scale of a fused tensor named F without ".weight".
  *   4. Groups sharing a global scale: {gate,up}_proj, {w1,w3}, {q,k,v}_proj.
+ *   5. ModelOpt NVFP4 names to compressed-tensors' (for writing the latter): M.weight ->
+ *      M.weight_packed, M.weight_scale_2 -> M.weight_global_scale, M.input_scale ->
+ *      M.input_global_scale, M.weight_scale unchanged.
  */
 #include "ckpt_internal.h"
 
@@ -352,5 +355,27 @@ int nvf_ckpt_group_key(char *out, size_t cap, const char *name) {
     if (len + 1 > cap)
         return nvf_error_set(NVF_E_INVALID, "tensor name '%s' is too long", name);
     memcpy(out, name, len + 1);
+    return 0;
+}
+
+int nvf_ckpt_ct_name(char *out, size_t cap, const char *modelopt_name) {
+    static const struct {
+        const char *from, *to;
+    } k[] = {{".weight", ".weight_packed"},
+             {".weight_scale_2", ".weight_global_scale"},
+             {".input_scale", ".input_global_scale"}};
+    size_t len = strlen(modelopt_name);
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        if (!ckpt_ends_with(modelopt_name, k[i].from))
+            continue;
+        join(out, cap, modelopt_name, len - strlen(k[i].from), k[i].to);
+        if (cap == 0 || out[0] == '\0')
+            return nvf_error_set(NVF_E_INVALID, "tensor name '%.64s...' is too long",
+                                 modelopt_name);
+        return 1;
+    }
+    join(out, cap, modelopt_name, len, "");
+    if (cap == 0 || out[0] == '\0')
+        return nvf_error_set(NVF_E_INVALID, "tensor name '%.64s...' is too long", modelopt_name);
     return 0;
 }

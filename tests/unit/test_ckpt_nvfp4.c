@@ -9,6 +9,7 @@
 #include "nvfp4/ckpt_nvfp4.h"
 #include "nvfp4/safetensors.h"
 #include "nvfp4/status.h"
+#include "nvfp4/synth.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -229,6 +230,22 @@ static void test_fused(void) {
         CHECK(nvf_ckpt_nvfp4_view(&v, ck, nvf_ckpt_find_index(ck, F), -1) == NVF_E_SHAPE);
     }
     nvf_ckpt_close(ck);
+    /* the dotted form of the same names (F.weight_scale of a fused F without ".weight") */
+    tdef dotted[4];
+    memcpy(dotted, d, sizeof dotted);
+    dotted[1].name = F ".weight_scale";
+    dotted[2].name = F ".weight_scale_2";
+    dotted[3].name = F ".input_scale";
+    rc = view_of(&v, &ck, write_ckpt(dotted, 4, k_modelopt_config), F, 1);
+    CHECK_MSG(rc == 0, "%s", nvf_error_last());
+    CHECK(rc != 0 || (v.decode_scale == 2.0f && v.input_scale == 3.0f));
+    if (ck) {
+        const nvf_ckpt_tensor *t = nvf_ckpt_find(ck, F);
+        CHECK(t && t->scale != NVF_CKPT_NONE && t->scale_2 != NVF_CKPT_NONE &&
+              t->input_scale != NVF_CKPT_NONE);
+        CHECK(ck->n_warnings == 0);
+    }
+    nvf_ckpt_close(ck);
     /* weight_scale_2 of 3 elements for 2 experts */
     static float ws3[3] = {1, 1, 1};
     d[2].data = ws3;
@@ -332,6 +349,72 @@ static void test_malformed(void) {
     nvf_ckpt_close(ck);
 }
 
+/*
+ * The two forms of one synthetic checkpoint (synth nvfp4 and nvfp4-ct) through the view: every
+ * expert weight gives the same rows, the same decode scale bits (the CT one through its
+ * reciprocal) and the same codes; gate and up share their decode scale.
+ */
+static void test_synth_forms(void) {
+    char mo[400], ct[400];
+    snprintf(mo, sizeof mo, "%s/synth_mo", g_root);
+    snprintf(ct, sizeof ct, "%s/synth_ct", g_root);
+    nvf_synth_options o;
+    nvf_synth_options_init(&o);
+    o.layers = 2;
+    o.experts = 2;
+    o.hidden = 64;
+    o.moe_intermediate = 64;
+    o.threads = 1;
+    o.dtype = NVF_SYNTH_DTYPE_NVFP4;
+    CHECK_MSG(nvf_synth_write(NULL, mo, &o) == 0, "%s", nvf_error_last());
+    o.dtype = NVF_SYNTH_DTYPE_NVFP4_CT;
+    CHECK_MSG(nvf_synth_write(NULL, ct, &o) == 0, "%s", nvf_error_last());
+    nvf_ckpt *a = NULL, *b = NULL;
+    CHECK(nvf_ckpt_open(&a, mo) == 0 && nvf_ckpt_open(&b, ct) == 0);
+    size_t seen = 0;
+    for (size_t i = 0; a && b && i < a->n_tensors; i++) {
+        const char *name = a->tensors[i].st->name;
+        nvf_ckpt_name n;
+        nvf_ckpt_name_parse(&n, name, a->tensors[i].st->ndim);
+        if (n.kind != NVF_NAME_EXPERT)
+            continue;
+        char ctname[256];
+        CHECK(nvf_ckpt_ct_name(ctname, sizeof ctname, name) == 1);
+        size_t j = nvf_ckpt_find_index(b, ctname);
+        nvf_nvfp4_view va, vb;
+        int ra = nvf_ckpt_nvfp4_view(&va, a, i, -1);
+        int rb = j == NVF_CKPT_NONE ? NVF_E_INVALID : nvf_ckpt_nvfp4_view(&vb, b, j, -1);
+        CHECK_MSG(ra == 0 && rb == 0, "%s: %d %d %s", name, ra, rb, nvf_error_last());
+        if (ra != 0 || rb != 0)
+            continue;
+        seen++;
+        CHECK(va.format == NVF_CKPT_FORMAT_NVFP4_MODELOPT && vb.format == NVF_CKPT_FORMAT_NVFP4_CT);
+        CHECK_MSG(bits(va.decode_scale) == bits(vb.decode_scale), "%s: %08x vs %08x", name,
+                  (unsigned)bits(va.decode_scale), (unsigned)bits(vb.decode_scale));
+        CHECK(va.rows == vb.rows && va.cols == vb.cols && va.input_scale == vb.input_scale);
+        float *ra_row = malloc((size_t)va.cols * sizeof *ra_row);
+        float *rb_row = malloc((size_t)va.cols * sizeof *rb_row);
+        for (int64_t r = 0; ra_row && rb_row && r < va.rows; r++) {
+            nvf_nvfp4_view_dequant_row(ra_row, &va, r);
+            nvf_nvfp4_view_dequant_row(rb_row, &vb, r);
+            CHECK(memcmp(ra_row, rb_row, (size_t)va.cols * sizeof *ra_row) == 0);
+        }
+        free(ra_row);
+        free(rb_row);
+        if (n.proj == NVF_PROJ_GATE) {
+            char up[256];
+            snprintf(up, sizeof up, "%.*s%lld.up_proj.weight", (int)n.experts_len, name,
+                     (long long)n.expert);
+            nvf_nvfp4_view vu;
+            CHECK(nvf_ckpt_nvfp4_view(&vu, a, nvf_ckpt_find_index(a, up), -1) == 0);
+            CHECK(bits(vu.decode_scale) == bits(va.decode_scale));
+        }
+    }
+    CHECK_EQ_U64(seen, 2 * 2 * 3);
+    nvf_ckpt_close(a);
+    nvf_ckpt_close(b);
+}
+
 static void rm_tree(const char *root) {
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
@@ -346,6 +429,7 @@ int main(void) {
     test_ct();
     test_fused();
     test_malformed();
+    test_synth_forms();
     rm_tree(g_root);
     return check_summary("test_ckpt_nvfp4");
 }

@@ -155,6 +155,15 @@ int nvf_ckpt_fp8_scale_name(char *out, size_t cap, const char *weight);
 int nvf_ckpt_is_scale_inv(const char *name);
 
 /**
+ * The compressed-tensors name of a ModelOpt NVFP4 linear's tensor (SPEC section 3): M.weight ->
+ * M.weight_packed, M.weight_scale_2 -> M.weight_global_scale, M.input_scale ->
+ * M.input_global_scale; any other name (M.weight_scale included) is copied. Into `out`
+ * (capacity `cap`).
+ * @return 1 when renamed, 0 when copied, NVF_E_INVALID when it does not fit.
+ */
+int nvf_ckpt_ct_name(char *out, size_t cap, const char *modelopt_name);
+
+/**
  * Global-scale group of a tensor name: an expert's (or MLP's) gate and up projections, and an
  * attention's q, k and v projections, share one amax and global scale (SPEC section 5; loaders
  * keep only one weight_scale_2 of the fused weight). Recognized: PREFIX.gate_proj.SUFFIX with
