@@ -100,7 +100,7 @@ static int describe(nvf_manifest *m, const cv_finish_args *a) {
     int rc = NVF_OK;
     /* Our own text: a failed parse is out of memory. */
     pm->recipe = rj ? cJSON_Parse(rj) : NULL;
-    pm->target = a->target->manifest_target();
+    pm->target = a->target->manifest_target(a->plan, a->recipe);
     m->has_source = 1;
     if (!pm->recipe || !pm->target)
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for the manifest");
