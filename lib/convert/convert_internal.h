@@ -322,8 +322,12 @@ int cv_dst_clear(const cv_dst *d, int journal_too);
  * files) and DST itself when this run created it and nothing is left. NULL is fine. */
 void cv_dst_close(cv_dst *d, int failed);
 
-/** Remove shards of an earlier run that this plan does not produce. */
+/** Remove shards of an earlier run that this plan does not produce (and rank directories of
+ * another --ep). */
 int cv_dst_remove_stale(const char *dst, const cv_plan *p);
+
+/** Create the rank directories of a plan with ranks (p->ep > 1) in `dst`. */
+int cv_dst_make_ranks(const char *dst, const cv_plan *p);
 
 /** The journal key and an empty journal. */
 int cv_journal_start(cv_run *r);

@@ -157,6 +157,7 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
         goto done;
     }
     if ((rc = cv_dst_clear(dst, opt->force && !opt->resume)) != NVF_OK ||
+        (rc = cv_dst_make_ranks(opt->dst, r.p)) != NVF_OK ||
         (opt->resume && (rc = cv_journal_resume(&r)) != NVF_OK))
         goto done;
     nvf_log(NVF_LOG_INFO,
