@@ -542,7 +542,8 @@ int ckpt_discover_moe(nvf_ckpt *ck) {
     else
         c->router = NVF_ROUTER_SOFTMAX_TOPK;
     for (size_t i = 0; i < m->n_layers; i++) {
-        if (m->layers[i].n_missing > 0) {
+        /* A prepared checkpoint holds its experts as stacked w13/w2 tensors, not by name. */
+        if (m->layers[i].n_missing > 0 && ck->quant.format != NVF_CKPT_FORMAT_PREPARED) {
             rc = ckpt_warn(ck, "%s: %zu of %" PRId64 " experts missing (first: %" PRId64 ")",
                            m->layers[i].prefix, m->layers[i].n_missing, m->layers[i].n_experts,
                            m->layers[i].missing[0]);
