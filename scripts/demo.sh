@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the built-in default: synthesize a small DeepSeek-V3-like FP8 checkpoint,
 # inspect it, convert it to ModelOpt NVFP4 (printing the conversion summary), check the output
-# against its manifest and inspect it. Later stages (verify, validate) join as they land.
+# against its manifest and inspect it; then the same source as kernel-ready prepared-w4a16 shards
+# split over 2 expert-parallel ranks, checked and inspected. Later stages (verify, validate) join
+# as they land.
 #   scripts/demo.sh [WORKDIR]      (default: out/demo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +27,12 @@ echo "== hash --check $work/nvfp4 (every byte against nvfp4-manifest.json)" >&2
 "$tool" hash --check "$work/nvfp4"
 echo "== inspect $work/nvfp4" >&2
 "$tool" inspect "$work/nvfp4" --summary | sed -n '1,2p;/^MoE/,/^$/p'
-echo "demo: $work/nvfp4 is a ModelOpt NVFP4 checkpoint; see $work/nvfp4/nvfp4-manifest.json" >&2
+echo "== convert $work/src -> $work/prepared (prepared-w4a16, --ep 2)" >&2
+"$tool" convert "$work/src" "$work/prepared" --target prepared-w4a16 --ep 2
+echo "== hash --check $work/prepared (both ranks against the one manifest)" >&2
+"$tool" hash --check "$work/prepared"
+echo "== inspect $work/prepared, then its rank 1" >&2
+"$tool" inspect "$work/prepared"
+"$tool" inspect "$work/prepared/rank-00001-of-00002" --summary | sed -n '1,4p'
+echo "demo: $work/nvfp4 is a ModelOpt NVFP4 checkpoint, $work/prepared its kernel-ready" \
+    "prepared-w4a16 form in 2 ranks; see their nvfp4-manifest.json" >&2
