@@ -9,6 +9,9 @@
  *   4. cleared of what marks an output complete or half-written (manifest, index, configs,
  *      temporary files; with --force the journal too) before the pipeline starts, and again
  *      after a failure, so that nothing that looks complete is left.
+ * A prepared target with --ep N writes into rank directories "rank-0000r-of-0000N/" of DST: each
+ * is checked, cleared and released like DST itself (it holds shards, index, config and side
+ * files; the lock, journal and manifest are DST's).
  */
 #include "convert_internal.h"
 
@@ -67,8 +70,40 @@ static int is_output(const char *name, const void *journal_too) {
     return drop;
 }
 
+static int is_rank_dir(const char *name) {
+    return fnmatch("rank-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]", name, 0) == 0;
+}
+
+/* Call fn(path, name, ctx) for every rank directory of `dst` (a missing DST has none). */
+static int each_rank_dir(const char *dst, int (*fn)(const char *, const char *, const void *),
+                         const void *ctx) {
+    DIR *d = opendir(dst);
+    if (!d)
+        return errno == ENOENT
+                   ? NVF_OK
+                   : nvf_error_set(NVF_E_IO, "cannot list '%s': %s", dst, strerror(errno));
+    struct dirent *e;
+    int rc = NVF_OK;
+    while ((e = readdir(d)) != NULL && rc == NVF_OK) {
+        if (!is_rank_dir(e->d_name))
+            continue;
+        char *path = nvf_path_join(dst, e->d_name);
+        rc = path ? (nvf_path_is_dir(path) ? fn(path, e->d_name, ctx) : NVF_OK)
+                  : nvf_error_set(NVF_E_NOMEM, "no memory");
+        free(path);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int clear_rank(const char *path, const char *name, const void *journal_too) {
+    (void)name;
+    return remove_where(path, is_output, journal_too);
+}
+
 static int clear_outputs(const char *dst, int journal_too) {
-    return remove_where(dst, is_output, &journal_too);
+    int rc = remove_where(dst, is_output, &journal_too);
+    return rc == NVF_OK ? each_rank_dir(dst, clear_rank, &journal_too) : rc;
 }
 
 /* Whether DST entry `name` is something this conversion writes (or an earlier run of it). */
@@ -85,10 +120,12 @@ static int is_ours(const char *name, const cv_sources *src) {
     return 0;
 }
 
-static int check_contents(const nvf_convert_options *o, const cv_sources *src) {
-    DIR *d = opendir(o->dst);
+/* DST (top) or one of its rank directories: empty, or with --resume/--force only ours. */
+static int check_contents(const nvf_convert_options *o, const cv_sources *src, const char *dir,
+                          int top) {
+    DIR *d = opendir(dir);
     if (!d)
-        return nvf_error_set(NVF_E_IO, "cannot list '%s': %s", o->dst, strerror(errno));
+        return nvf_error_set(NVF_E_IO, "cannot list '%s': %s", dir, strerror(errno));
     struct dirent *e;
     int rc = NVF_OK;
     while (rc == NVF_OK && (e = readdir(d)) != NULL) {
@@ -99,19 +136,23 @@ static int check_contents(const nvf_convert_options *o, const cv_sources *src) {
             rc = nvf_error_set(NVF_E_INVALID,
                                "'%s' is not empty (holds '%s'): use --resume to continue a "
                                "conversion or --force to overwrite",
-                               o->dst, e->d_name);
+                               dir, e->d_name);
             break;
         }
-        char *path = nvf_path_join(o->dst, e->d_name);
+        char *path = nvf_path_join(dir, e->d_name);
         struct stat sb;
-        int dir = path && lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-        free(path);
-        if (dir || !is_ours(e->d_name, src))
+        int is_dir = path && lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+        if (is_dir && top && is_rank_dir(e->d_name))
+            rc = check_contents(o, src, path, 0);
+        else if (is_dir || !is_ours(e->d_name, src) ||
+                 (!top && (strcmp(e->d_name, NVF_MANIFEST_NAME) == 0 ||
+                           strcmp(e->d_name, NVF_CONVERT_JOURNAL) == 0)))
             rc = nvf_error_set(NVF_E_INVALID,
                                "'%s' holds '%s', which this conversion does not write (it would "
                                "be left beside the output, and `hash --check` would report it): "
                                "remove it or choose another DST",
-                               o->dst, e->d_name);
+                               dir, e->d_name);
+        free(path);
     }
     closedir(d);
     return rc;
@@ -170,7 +211,16 @@ static int take_lock(cv_dst *d) {
     return nvf_error_set(NVF_E_IO, "cannot lock '%s': it keeps being replaced", d->lock_path);
 }
 
+static int remove_empty_rank(const char *path, const char *name, const void *ctx) {
+    (void)name;
+    (void)ctx;
+    rmdir(path); /* only when nothing is left in it */
+    return NVF_OK;
+}
+
 static void release(cv_dst *d) {
+    if (d->lock_fd >= 0)
+        each_rank_dir(d->dir, remove_empty_rank, NULL);
     if (d->lock_fd >= 0) {
         unlink(d->lock_path);
         close(d->lock_fd); /* unlocks */
@@ -195,7 +245,7 @@ int cv_dst_open(cv_dst **out, const nvf_convert_options *o, const cv_sources *sr
     if (rc == NVF_OK)
         rc = take_lock(d);
     if (rc == NVF_OK)
-        rc = check_contents(o, src);
+        rc = check_contents(o, src, o->dst, 1);
     if (rc != NVF_OK) {
         if (d->lock_fd < 0)
             d->created = 0; /* another run owns it */
@@ -223,17 +273,61 @@ void cv_dst_close(cv_dst *d, int failed) {
     release(d);
 }
 
+typedef struct stale_ctx {
+    const cv_plan *p;
+    const char *prefix; /* "" or "rank-0000r-of-0000N/" */
+} stale_ctx;
+
 /* A shard name of an earlier run that the plan does not produce. */
-static int is_stale(const char *name, const void *plan) {
-    const cv_plan *p = plan;
+static int is_stale(const char *name, const void *ctx) {
+    const stale_ctx *c = ctx;
+    size_t k = strlen(c->prefix);
     if (fnmatch("model-*-of-*.safetensors", name, 0) != 0)
         return 0;
-    for (size_t s = 0; s < p->n_shards; s++)
-        if (strcmp(p->shards[s].name, name) == 0)
+    for (size_t s = 0; s < c->p->n_shards; s++) {
+        const char *sn = c->p->shards[s].name;
+        if (strncmp(sn, c->prefix, k) == 0 && strcmp(sn + k, name) == 0)
             return 0;
+    }
     return 1;
 }
 
+/* Everything an earlier conversion wrote into a rank directory this plan has no shard in. */
+static int is_any(const char *name, const void *ctx) {
+    (void)ctx;
+    return strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+static int stale_rank(const char *path, const char *name, const void *plan) {
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s/", name);
+    stale_ctx c = {plan, prefix};
+    int used = 0;
+    for (size_t s = 0; s < c.p->n_shards && !used; s++)
+        used = strncmp(c.p->shards[s].name, prefix, strlen(prefix)) == 0;
+    if (used)
+        return remove_where(path, is_stale, &c);
+    /* Only files check_contents accepted can be in it (ours). */
+    int rc = remove_where(path, is_any, NULL);
+    if (rc == NVF_OK && rmdir(path) != 0)
+        rc = nvf_error_set(NVF_E_IO, "cannot remove '%s': %s", path, strerror(errno));
+    return rc;
+}
+
 int cv_dst_remove_stale(const char *dst, const cv_plan *p) {
-    return remove_where(dst, is_stale, p);
+    stale_ctx c = {p, ""};
+    int rc = remove_where(dst, is_stale, &c);
+    return rc == NVF_OK ? each_rank_dir(dst, stale_rank, p) : rc;
+}
+
+int cv_dst_make_ranks(const char *dst, const cv_plan *p) {
+    int rc = NVF_OK;
+    for (int r = 0; r < p->ep && p->ep > 1 && rc == NVF_OK; r++) {
+        char name[64];
+        snprintf(name, sizeof name, "rank-%05d-of-%05d", r, p->ep);
+        char *path = nvf_path_join(dst, name);
+        rc = path ? nvf_mkdir_p(path) : nvf_error_set(NVF_E_NOMEM, "no memory");
+        free(path);
+    }
+    return rc;
 }

@@ -2,6 +2,8 @@
  * The finish of a conversion, once every shard is written (or reused): in this order,
  *   1. the side files of the source (tokenizer, generation config, ...) copied into DST;
  *   2. model.safetensors.index.json (every output tensor, sorted by name, to its shard);
+ *   (with rank directories, --ep N of a prepared target: 1 and 2 in each rank directory, for
+ *   its own shards, so that each rank is a checkpoint of its own;)
  *   3. the target's metadata files (modelopt: hf_quant_config.json, config.json);
  *   4. nvfp4-manifest.json last (the journal removed just before): its presence marks a complete
  *      checkpoint.
@@ -15,6 +17,7 @@
 #include "nvfp4/status.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,18 +30,30 @@ static const char *shard_of(const cv_plan *p, const cv_out *o) {
     return p->shards[p->jobs[o->job].shard].name;
 }
 
-static cJSON *index_doc(const cv_plan *p) {
+static int ranks_of(const cv_plan *p) {
+    return p->ep > 1 ? p->ep : 1;
+}
+
+/* The index of rank `rank`'s outputs, shard names relative to the rank's directory (`skip`
+ * bytes of prefix). */
+static cJSON *index_doc(const cv_plan *p, int rank, size_t skip) {
     cv_out **order = malloc((p->n_outs ? p->n_outs : 1) * sizeof *order);
     cJSON *doc = order ? cJSON_CreateObject() : NULL;
     cJSON *meta = cJSON_AddObjectToObject(doc, "metadata");
     cJSON *map = cJSON_AddObjectToObject(doc, "weight_map");
-    int ok = meta && map && cJSON_AddNumberToObject(meta, "total_size", (double)p->total_size);
-    for (size_t i = 0; ok && i < p->n_outs; i++)
-        order[i] = &p->outs[i];
+    size_t n = 0;
+    uint64_t total = 0;
+    for (size_t i = 0; order && i < p->n_outs; i++) {
+        if (p->shards[p->jobs[p->outs[i].job].shard].rank != rank)
+            continue;
+        order[n++] = &p->outs[i];
+        total += p->outs[i].bytes;
+    }
+    int ok = meta && map && cJSON_AddNumberToObject(meta, "total_size", (double)total);
     if (ok)
-        qsort(order, p->n_outs, sizeof *order, cmp_out_name);
-    for (size_t i = 0; ok && i < p->n_outs; i++)
-        ok = cJSON_AddStringToObject(map, order[i]->name, shard_of(p, order[i])) != NULL;
+        qsort(order, n, sizeof *order, cmp_out_name);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = cJSON_AddStringToObject(map, order[i]->name, shard_of(p, order[i]) + skip) != NULL;
     free(order);
     if (!ok) {
         cJSON_Delete(doc);
@@ -100,7 +115,7 @@ static int describe(nvf_manifest *m, const cv_finish_args *a) {
     int rc = NVF_OK;
     /* Our own text: a failed parse is out of memory. */
     pm->recipe = rj ? cJSON_Parse(rj) : NULL;
-    pm->target = a->target->manifest_target();
+    pm->target = a->target->manifest_target(a->plan, a->recipe);
     m->has_source = 1;
     if (!pm->recipe || !pm->target)
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for the manifest");
@@ -111,17 +126,31 @@ static int describe(nvf_manifest *m, const cv_finish_args *a) {
     return rc;
 }
 
-static int copy_side_files(nvf_manifest *m, const cv_finish_args *a) {
+/* `prefix` + `name` as a new string. */
+static char *prefixed(const char *prefix, const char *name) {
+    size_t a = strlen(prefix), b = strlen(name);
+    char *s = malloc(a + b + 1);
+    if (s) {
+        memcpy(s, prefix, a);
+        memcpy(s + a, name, b + 1);
+    }
+    return s;
+}
+
+/* The side files into DST/prefix ("" or a rank directory "rank-.../"). */
+static int copy_side_files(nvf_manifest *m, const cv_finish_args *a, const char *prefix) {
     const cv_sources *s = a->sources;
     int rc = NVF_OK;
     for (size_t i = 0; rc == NVF_OK && i < s->n; i++) {
         if (!cv_sources_is_copied(s->names[i]))
             continue;
         /* The copy has the bytes, and so the hash, of the source. */
-        char *from = cv_sources_path(s, i), *to = nvf_path_join(a->dst, s->names[i]);
+        char *rel = prefixed(prefix, s->names[i]);
+        char *from = cv_sources_path(s, i), *to = rel ? nvf_path_join(a->dst, rel) : NULL;
         rc = from && to ? nvf_file_copy(to, from) : nvf_error_set(NVF_E_NOMEM, "no memory");
         if (rc == NVF_OK)
-            rc = nvf_manifest_add_file(m, s->names[i], s->bytes[i], s->sha[i]);
+            rc = nvf_manifest_add_file(m, rel, s->bytes[i], s->sha[i]);
+        free(rel);
         free(from);
         free(to);
     }
@@ -145,10 +174,16 @@ int cv_finish_outputs(nvf_convert_summary *out, const cv_finish_args *a) {
         rc = nvf_manifest_add_tensor(m, t->name, shard_of(p, t), nvf_dtype_name(t->dtype), t->ndim,
                                      t->shape, t->crc32);
     }
-    if (rc == NVF_OK)
-        rc = copy_side_files(m, a);
-    if (rc == NVF_OK)
-        rc = cv_finish_write_json(a, m, "model.safetensors.index.json", index_doc(p));
+    for (int k = 0; k < ranks_of(p) && rc == NVF_OK; k++) {
+        char prefix[64] = "";
+        if (ranks_of(p) > 1)
+            snprintf(prefix, sizeof prefix, "rank-%05d-of-%05d/", k, p->ep);
+        char *index = prefixed(prefix, "model.safetensors.index.json");
+        rc = index ? copy_side_files(m, a, prefix) : nvf_error_set(NVF_E_NOMEM, "no memory");
+        if (rc == NVF_OK)
+            rc = cv_finish_write_json(a, m, index, index_doc(p, k, strlen(prefix)));
+        free(index);
+    }
     if (rc == NVF_OK)
         rc = a->target->write_metadata(a, m);
     if (rc == NVF_OK) {

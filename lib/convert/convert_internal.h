@@ -3,6 +3,7 @@
  *   convert_run.c       the entry (nvf_convert_run): open, plan, DST, pipeline, finish, clean up;
  *   convert_plan.c      the jobs, outputs and shards of a checkpoint (the plan);
  *   convert_modelopt.c  the target format: plans outputs, packs a job, writes its metadata;
+ *   convert_prepared*.c the prepared targets (kernel-ready MoE layouts, expert-parallel ranks);
  *   convert_pipeline.c  the queue, memory budget, compute workers and writer thread;
  *   convert_compute.c   a job's bytes through the compute backend (quantize, dequantize);
  *   convert_shard.c     the shard writer (hashes as it writes);
@@ -41,20 +42,50 @@ typedef struct cv_member {
     size_t tensor;        /* index into ck->tensors */
     int64_t expert;       /* -1, or the expert of a fused 3-D tensor */
     int split;            /* fused gate_up: rows [0, I) are gate, [I, 2I) up */
+    int proj;             /* nvf_proj of a prepared expert member (NVF_PROJ_GATE_UP when split) */
     nvf_quant_source src; /* the 2-D view */
     char *module[2];      /* output module names (module[1] only when split) */
 } cv_member;
 
+/* A part of an output tensor that a job writes: bytes [off, off+len) of outs[out]. */
+typedef struct cv_piece {
+    size_t out;
+    uint64_t off;
+    uint64_t len;
+} cv_piece;
+
+/* A job writes its pieces (plan->pieces[first_piece, first_piece + n_pieces)); a buffered job's
+ * buffer is their concatenation in piece order (bytes_out is the sum of their len). Every piece
+ * lies in the job's shard. */
 typedef struct cv_job {
     cv_job_kind kind;
     size_t n_members;
     cv_member members[CV_MAX_MEMBERS];
     size_t first_out, n_out; /* outputs [first_out, first_out + n_out) */
-    uint64_t bytes_in;       /* source bytes read */
-    uint64_t bytes_out;      /* output tensor bytes */
+    size_t first_piece, n_pieces;
+    uint64_t bytes_in;  /* source bytes read */
+    uint64_t bytes_out; /* output tensor bytes */
     size_t shard;
     float input_scale; /* CV_JOB_QUANT */
+    int same_shard;    /* written into the shard of the job before it (shared output tensors) */
+    /* Prepared targets (convert_prepared*.c): what pack_job lays out. */
+    int prep;          /* cv_prep_role */
+    int layout;        /* nvf_layout of the block scales */
+    size_t prep_out;   /* CV_PREP_W13/W2: the first output of its layer in its rank */
+    int64_t prep_slot; /* CV_PREP_W13/W2: its expert's place in the rank (0 .. E/ep - 1) */
+    size_t fc2_span;   /* a layer-rank's first w2 job: its w2 jobs (it writes fc2_input_scale) */
+    float fc2_input_scale; /* the largest input_scale of those jobs */
 } cv_job;
+
+/* What a prepared target's quantization job writes. */
+typedef enum cv_prep_role {
+    CV_PREP_NONE = 0, /* modelopt */
+    CV_PREP_DENSE,    /* linears: weight, laid-out weight_scale, alpha (W4A4: input_scale) */
+    CV_PREP_W13,      /* one expert's slices of w13_weight, w13_weight_scale, w13_alpha (W4A4:
+                         w13_input_scale) */
+    CV_PREP_W2,       /* one expert's slices of w2_weight, w2_weight_scale, w2_alpha (and
+                         fc2_input_scale when fc2_span > 0, W4A4) */
+} cv_prep_role;
 
 typedef struct cv_out {
     char *name; /* owned */
@@ -67,7 +98,8 @@ typedef struct cv_out {
 } cv_out;
 
 typedef struct cv_shard {
-    char name[64];
+    char name[64]; /* relative to DST: "rank-00001-of-00004/model-..." with ranks */
+    int rank;      /* its expert-parallel rank (0 without ranks) */
     size_t first_job, n_jobs;
     size_t first_out, n_out;
     uint64_t tensor_bytes;
@@ -80,15 +112,18 @@ typedef struct cv_shard {
 
 typedef struct cv_plan {
     nvf_plan *scope; /* nvf_ckpt_plan of the recipe's globs */
-    size_t n_jobs, n_outs, n_shards;
+    size_t n_jobs, n_outs, n_shards, n_pieces;
     cv_job *jobs;
     cv_out *outs;
+    cv_piece *pieces;
     cv_shard *shards;
     uint64_t total_size;    /* sum of output tensor bytes */
     uint64_t largest_job;   /* bytes of the largest buffered job */
     cJSON *exclude_modules; /* linear modules left unquantized (names), array */
     cJSON *fp8_modules;     /* modules kept as FP8 (--keep-source-precision): {name: algo} */
     cJSON *nvfp4_modules;   /* modules written as NVFP4, array */
+    int ep;                 /* expert-parallel ranks: 1, or N with one directory per rank */
+    int64_t (*ep_range)[2]; /* rank r's experts [first, count] (ep entries; NULL for modelopt) */
     nvf_convert_summary counts;
 } cv_plan;
 
@@ -96,11 +131,50 @@ typedef struct cv_plan {
  * with its FP8 scale when it has one. */
 void cv_source_view(nvf_quant_source *s, const nvf_ckpt *ck, size_t ti, int64_t e);
 
-/** Build the jobs, outputs and shards of a conversion (deterministic). */
+/** Build the jobs, outputs and shards of a conversion (deterministic): the modelopt plan. */
 int cv_plan_build(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *opt);
+
+/* The growing plan, for a target that plans some tensors itself. */
+typedef struct cv_builder {
+    cv_plan *p;
+    size_t cap_jobs, cap_outs;
+    int pass; /* the rank whose jobs are planned; source counts and module lists on pass 0 */
+} cv_builder;
+
+/** A new job at the end of the plan; NULL when out of memory. */
+cv_job *cv_builder_job(cv_builder *b, cv_job_kind kind);
+
+/** Append an output of the last job (its bytes added to the job's bytes_out); `name` is taken
+ * over (freed on failure). */
+int cv_builder_out(cv_builder *b, char *name, nvf_dtype dtype, int32_t ndim, const int64_t *shape);
+
+/** `module` + `suffix` as a new string (NULL when out of memory). */
+char *cv_with_suffix(const char *module, const char *suffix);
+
+/** Source bytes of one of the `mats` matrices of tensor `ti`, with its scale's share. */
+uint64_t cv_source_bytes(const nvf_ckpt *ck, size_t ti, int64_t mats);
+
+/** How a target plans differently from modelopt (convert_prepared_plan.c). */
+typedef struct cv_plan_hooks {
+    int ep; /* ranks: the tensor pass runs once per rank, each with shards of its own */
+    void *ctx;
+    /** Before any job: refuse what the target cannot write (nothing is written yet). */
+    int (*check)(void *ctx, const nvf_ckpt *ck, const nvf_plan *scope);
+    /** The outputs of a quantized dense linear `module` of rows x cols weights. */
+    int (*linear_outs)(void *ctx, cv_builder *b, const char *module, int64_t rows, int64_t cols);
+    /** A routed expert weight to quantize, in name order, in the pass of `rank`. */
+    int (*expert)(void *ctx, cv_builder *b, const nvf_ckpt *ck, size_t ti, int rank);
+} cv_plan_hooks;
+
+/** cv_plan_build with a target's hooks (NULL: modelopt). */
+int cv_plan_build_with(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *opt,
+                       const cv_plan_hooks *h);
 
 /** Free a plan; NULL is fine. */
 void cv_plan_free(cv_plan *p);
+
+/** The plan of a prepared target (W4A4 when `w4a4`): convert_prepared_plan.c. */
+int cv_prepared_plan(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *opt, int w4a4);
 
 /** Set every quantization job's input_scale from the --input-amax file (or 1.0). */
 int cv_plan_input_scales(cv_plan *p, const char *path);
@@ -126,6 +200,9 @@ cJSON *cv_meta_hf_quant_config(const cv_plan *p, int mixed);
  * unless `mixed`, without plan entries naming FP8 scale parameters. @return a new document or
  * NULL. */
 cJSON *cv_meta_config(const cv_plan *p, const cJSON *source_config, int mixed);
+
+/** The same with `quant_config` (taken; NULL: out of memory) as its quantization_config. */
+cJSON *cv_meta_config_with(const cJSON *source_config, int mixed, cJSON *quant_config);
 
 /** The counters of nvf_convert_summary_to_json() as a new object; NULL on no memory (error set). */
 cJSON *cv_summary_json(const nvf_convert_summary *s);
@@ -185,12 +262,14 @@ typedef struct cv_target {
     void (*pack_job)(uint8_t *buf, const cv_job *j, uint8_t *const *packed, uint8_t *const *scales,
                      float gs);
     /** The manifest's "target" object. @return a new object, or NULL on no memory. */
-    cJSON *(*manifest_target)(void);
+    cJSON *(*manifest_target)(const cv_plan *p, const nvf_recipe *r);
     /** Write the target's metadata files into a->dst (after the index), each added to `m`. */
     int (*write_metadata)(const cv_finish_args *a, nvf_manifest *m);
 } cv_target;
 
 extern const cv_target cv_target_modelopt;
+extern const cv_target cv_target_prepared_w4a16;
+extern const cv_target cv_target_prepared_w4a4;
 
 /* The run ---------------------------------------------------------------------------------- */
 
@@ -243,8 +322,12 @@ int cv_dst_clear(const cv_dst *d, int journal_too);
  * files) and DST itself when this run created it and nothing is left. NULL is fine. */
 void cv_dst_close(cv_dst *d, int failed);
 
-/** Remove shards of an earlier run that this plan does not produce. */
+/** Remove shards of an earlier run that this plan does not produce (and rank directories of
+ * another --ep). */
 int cv_dst_remove_stale(const char *dst, const cv_plan *p);
+
+/** Create the rank directories of a plan with ranks (p->ep > 1) in `dst`. */
+int cv_dst_make_ranks(const char *dst, const cv_plan *p);
 
 /** The journal key and an empty journal. */
 int cv_journal_start(cv_run *r);

@@ -230,7 +230,7 @@ static int records_this(cv_run *r, const nvf_manifest *m, cv_out **by_name) {
     const nvf_manifest_priv *pm = nvf_manifest_priv_of_const(m);
     char *rj = nvf_recipe_to_json(r->opt->recipe);
     cJSON *recipe = rj ? cJSON_Parse(rj) : NULL; /* our own text: NULL is out of memory */
-    cJSON *target = r->target->manifest_target();
+    cJSON *target = r->target->manifest_target(r->p, r->opt->recipe);
     free(rj);
     int ok = recipe && target;
     if (!ok) {

@@ -126,6 +126,10 @@ static void prune_plans(cJSON *cfg) {
 }
 
 cJSON *cv_meta_config(const cv_plan *p, const cJSON *source_config, int mixed) {
+    return cv_meta_config_with(source_config, mixed, cv_meta_quant_config(p, mixed));
+}
+
+cJSON *cv_meta_config_with(const cJSON *source_config, int mixed, cJSON *quant_config) {
     nvf_jb b = {0};
     cJSON *cfg =
         nvf_jb_take(&b, source_config ? cJSON_Duplicate(source_config, 1) : cJSON_CreateObject());
@@ -134,7 +138,7 @@ cJSON *cv_meta_config(const cv_plan *p, const cJSON *source_config, int mixed) {
         if (!mixed)
             prune_plans(cfg);
     }
-    nvf_jb_put(&b, cfg, "quantization_config", cv_meta_quant_config(p, mixed));
+    nvf_jb_put(&b, cfg, "quantization_config", quant_config);
     return nvf_jb_done(&b, cfg);
 }
 

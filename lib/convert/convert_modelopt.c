@@ -55,7 +55,9 @@ static void modelopt_pack_job(uint8_t *buf, const cv_job *j, uint8_t *const *pac
     }
 }
 
-static cJSON *modelopt_manifest_target(void) {
+static cJSON *modelopt_manifest_target(const cv_plan *p, const nvf_recipe *r) {
+    (void)p;
+    (void)r;
     cJSON *t = cJSON_CreateObject();
     if (t && (!cJSON_AddStringToObject(t, "format", "modelopt") ||
               !cJSON_AddNullToObject(t, "layout"))) {

@@ -60,13 +60,9 @@ void cv_source_view(nvf_quant_source *s, const nvf_ckpt *ck, size_t ti, int64_t 
     }
 }
 
-/* Growable arrays of jobs and outputs. */
-typedef struct builder {
-    cv_plan *p;
-    size_t cap_jobs, cap_outs;
-} builder;
+typedef cv_builder builder;
 
-static cv_job *new_job(builder *b, cv_job_kind kind) {
+cv_job *cv_builder_job(builder *b, cv_job_kind kind) {
     cv_plan *p = b->p;
     if (p->n_jobs == b->cap_jobs) {
         size_t cap = b->cap_jobs ? 2 * b->cap_jobs : 256;
@@ -84,8 +80,7 @@ static cv_job *new_job(builder *b, cv_job_kind kind) {
     return j;
 }
 
-/* Append an output of the last job; `name` is taken over (freed on failure). */
-static int add_out(builder *b, char *name, nvf_dtype dtype, int32_t ndim, const int64_t *shape) {
+int cv_builder_out(builder *b, char *name, nvf_dtype dtype, int32_t ndim, const int64_t *shape) {
     cv_plan *p = b->p;
     if (!name)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
@@ -118,7 +113,7 @@ static int add_out(builder *b, char *name, nvf_dtype dtype, int32_t ndim, const 
     return NVF_OK;
 }
 
-static char *with_suffix(const char *module, const char *suffix) {
+char *cv_with_suffix(const char *module, const char *suffix) {
     size_t a = strlen(module), k = strlen(suffix);
     char *s = malloc(a + k + 1);
     if (s) {
@@ -128,22 +123,32 @@ static char *with_suffix(const char *module, const char *suffix) {
     return s;
 }
 
-/* The four NVFP4 tensors of one linear module with `rows` x `cols` weights. */
-static int add_linear_outs(builder *b, const char *module, int64_t rows, int64_t cols) {
+/* The four NVFP4 tensors of one linear module with `rows` x `cols` weights (modelopt), or the
+ * target's; the module is listed as NVFP4 either way. */
+static int add_linear_outs(builder *b, const cv_plan_hooks *h, const char *module, int64_t rows,
+                           int64_t cols) {
+    if (h && h->linear_outs) {
+        int rc = h->linear_outs(h->ctx, b, module, rows, cols);
+        if (rc == NVF_OK && b->pass == 0 &&
+            !cJSON_AddItemToArray(b->p->nvfp4_modules, cJSON_CreateString(module)))
+            rc = nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
+        return rc;
+    }
     int64_t w[2] = {rows, cols / 2}, sc[2] = {rows, cols / NVF_BLOCK};
-    int rc = add_out(b, with_suffix(module, ".weight"), NVF_DTYPE_U8, 2, w);
+    int rc = cv_builder_out(b, cv_with_suffix(module, ".weight"), NVF_DTYPE_U8, 2, w);
     if (rc == 0)
-        rc = add_out(b, with_suffix(module, ".weight_scale"), NVF_DTYPE_F8_E4M3, 2, sc);
+        rc = cv_builder_out(b, cv_with_suffix(module, ".weight_scale"), NVF_DTYPE_F8_E4M3, 2, sc);
     if (rc == 0)
-        rc = add_out(b, with_suffix(module, ".weight_scale_2"), NVF_DTYPE_F32, 0, NULL);
+        rc = cv_builder_out(b, cv_with_suffix(module, ".weight_scale_2"), NVF_DTYPE_F32, 0, NULL);
     if (rc == 0)
-        rc = add_out(b, with_suffix(module, ".input_scale"), NVF_DTYPE_F32, 0, NULL);
-    if (rc == 0 && !cJSON_AddItemToArray(b->p->nvfp4_modules, cJSON_CreateString(module)))
+        rc = cv_builder_out(b, cv_with_suffix(module, ".input_scale"), NVF_DTYPE_F32, 0, NULL);
+    if (rc == 0 && b->pass == 0 &&
+        !cJSON_AddItemToArray(b->p->nvfp4_modules, cJSON_CreateString(module)))
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
     return rc;
 }
 
-static uint64_t source_bytes(const nvf_ckpt *ck, size_t ti, int64_t mats) {
+uint64_t cv_source_bytes(const nvf_ckpt *ck, size_t ti, int64_t mats) {
     const nvf_ckpt_tensor *t = &ck->tensors[ti];
     if (mats <= 0)
         return 0;
@@ -154,7 +159,7 @@ static uint64_t source_bytes(const nvf_ckpt *ck, size_t ti, int64_t mats) {
 }
 
 /* Fused experts: PREFIX.experts.gate_up_proj[.weight] [E, 2I, H] -> one job per expert. */
-static int add_fused_jobs(builder *b, const nvf_ckpt *ck, size_t ti) {
+static int add_fused_jobs(builder *b, const cv_plan_hooks *hk, const nvf_ckpt *ck, size_t ti) {
     const nvf_st_tensor *st = ck->tensors[ti].st;
     const char *name = st->name;
     nvf_ckpt_name n;
@@ -171,7 +176,7 @@ static int add_fused_jobs(builder *b, const nvf_ckpt *ck, size_t ti) {
         goto done;
     }
     for (int64_t e = 0; e < E && rc == NVF_OK; e++) {
-        cv_job *j = new_job(b, CV_JOB_QUANT);
+        cv_job *j = cv_builder_job(b, CV_JOB_QUANT);
         if (!j) {
             rc = nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
             break;
@@ -182,7 +187,7 @@ static int add_fused_jobs(builder *b, const nvf_ckpt *ck, size_t ti) {
         m->expert = e;
         m->split = gate_up;
         cv_source_view(&m->src, ck, ti, e);
-        j->bytes_in = source_bytes(ck, ti, E);
+        j->bytes_in = cv_source_bytes(ck, ti, E);
         m->module[0] = nvf_ckpt_fused_module(name, e, gate_up ? NVF_PROJ_GATE : NVF_PROJ_DOWN);
         m->module[1] = gate_up ? nvf_ckpt_fused_module(name, e, NVF_PROJ_UP) : NULL;
         if (!m->module[0] || (gate_up && !m->module[1])) {
@@ -191,7 +196,7 @@ static int add_fused_jobs(builder *b, const nvf_ckpt *ck, size_t ti) {
         }
         int64_t rows = gate_up ? m->src.rows / 2 : m->src.rows;
         for (int h = 0; h < (gate_up ? 2 : 1) && rc == NVF_OK; h++)
-            rc = add_linear_outs(b, m->module[h], rows, m->src.cols);
+            rc = add_linear_outs(b, hk, m->module[h], rows, m->src.cols);
     }
 done:
     return rc;
@@ -252,8 +257,9 @@ done:
     return rc;
 }
 
-static int add_group_job(builder *b, const nvf_ckpt *ck, size_t first, const size_t *next) {
-    cv_job *j = new_job(b, CV_JOB_QUANT);
+static int add_group_job(builder *b, const cv_plan_hooks *h, const nvf_ckpt *ck, size_t first,
+                         const size_t *next) {
+    cv_job *j = cv_builder_job(b, CV_JOB_QUANT);
     if (!j)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
     for (size_t ti = first; ti != NVF_CKPT_NONE; ti = next[ti]) {
@@ -261,7 +267,7 @@ static int add_group_job(builder *b, const nvf_ckpt *ck, size_t first, const siz
         m->tensor = ti;
         m->expert = -1;
         cv_source_view(&m->src, ck, ti, -1);
-        j->bytes_in += source_bytes(ck, ti, 1);
+        j->bytes_in += cv_source_bytes(ck, ti, 1);
         m->module[0] = nvf_ckpt_module_of(ck->tensors[ti].st->name);
         if (!m->module[0])
             return nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
@@ -270,7 +276,7 @@ static int add_group_job(builder *b, const nvf_ckpt *ck, size_t first, const siz
         cv_member *m = &j->members[k];
         int rc = nvf_quant_source_check(&m->src, ck->tensors[m->tensor].st->name);
         if (rc == NVF_OK)
-            rc = add_linear_outs(b, m->module[0], m->src.rows, m->src.cols);
+            rc = add_linear_outs(b, h, m->module[0], m->src.rows, m->src.cols);
         if (rc != NVF_OK)
             return rc;
     }
@@ -306,7 +312,7 @@ static int note_unquantized(cv_plan *p, const nvf_ckpt *ck, size_t ti, int fp8_k
 static int add_keep_job(builder *b, const nvf_ckpt *ck, size_t ti, const int *dequant) {
     const nvf_ckpt_tensor *t = &ck->tensors[ti];
     const nvf_st_tensor *st = t->st;
-    cv_job *j = new_job(b, dequant[ti] ? CV_JOB_DEQUANT : CV_JOB_COPY);
+    cv_job *j = cv_builder_job(b, dequant[ti] ? CV_JOB_DEQUANT : CV_JOB_COPY);
     if (!j)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
     j->n_members = 1;
@@ -314,39 +320,59 @@ static int add_keep_job(builder *b, const nvf_ckpt *ck, size_t ti, const int *de
     j->members[0].expert = -1;
     j->bytes_in = st->end - st->begin;
     if (dequant[ti]) {
-        j->bytes_in = source_bytes(ck, ti, 1);
+        j->bytes_in = cv_source_bytes(ck, ti, 1);
         cv_source_view(&j->members[0].src, ck, ti, -1);
-        b->p->counts.tensors_dequantized++;
+        b->p->counts.tensors_dequantized += b->pass == 0;
     } else {
-        b->p->counts.tensors_kept++;
+        b->p->counts.tensors_kept += b->pass == 0;
     }
     char *name = strdup(st->name);
-    return add_out(b, name, dequant[ti] ? NVF_DTYPE_BF16 : st->dtype, st->ndim, st->shape);
+    return cv_builder_out(b, name, dequant[ti] ? NVF_DTYPE_BF16 : st->dtype, st->ndim, st->shape);
 }
 
-static int assign_shards(cv_plan *p, uint64_t max_shard) {
-    size_t n = 0;
-    uint64_t cur = 0;
-    for (size_t i = 0; i < p->n_jobs; i++) {
-        if (i == 0 || (cur > 0 && cur + p->jobs[i].bytes_out > max_shard)) {
-            n++;
-            cur = 0;
-        }
-        p->jobs[i].shard = n - 1;
-        cur += p->jobs[i].bytes_out;
-    }
-    if (n == 0)
-        n = 1; /* a checkpoint without tensors still gets one (empty) shard */
-    p->shards = calloc(n, sizeof *p->shards);
-    if (!p->shards)
+/* The shards of rank r's jobs [first[r], first[r + 1]), filled greedily; a same_shard job stays
+ * with the job before it. Without ranks the names are "model-0000k-of-0000M.safetensors"; with
+ * them "rank-0000r-of-0000N/" comes first. */
+static int assign_shards(cv_plan *p, uint64_t max_shard, const size_t *first, int ep) {
+    size_t *count = calloc((size_t)ep, sizeof *count), total = 0;
+    if (!count)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
-    p->n_shards = n;
-    for (size_t s = 0; s < n; s++) {
-        snprintf(p->shards[s].name, sizeof p->shards[s].name, "model-%05zu-of-%05zu.safetensors",
-                 s + 1, n);
-        p->shards[s].first_job = p->n_jobs;
-        p->shards[s].first_out = p->n_outs;
+    for (int r = 0; r < ep; r++) {
+        size_t n = 0;
+        uint64_t cur = 0;
+        for (size_t i = first[r]; i < first[r + 1]; i++) {
+            cv_job *j = &p->jobs[i];
+            if (i == first[r] || (!j->same_shard && cur > 0 && cur + j->bytes_out > max_shard)) {
+                n++;
+                cur = 0;
+            }
+            j->shard = total + n - 1;
+            cur += j->bytes_out;
+        }
+        count[r] = n ? n : 1; /* a checkpoint without tensors still gets one (empty) shard */
+        total += count[r];
     }
+    p->shards = calloc(total, sizeof *p->shards);
+    if (!p->shards) {
+        free(count);
+        return nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
+    }
+    p->n_shards = total;
+    for (size_t r = 0, s = 0; r < (size_t)ep; r++) {
+        for (size_t k = 0; k < count[r]; k++, s++) {
+            cv_shard *sh = &p->shards[s];
+            char dir[48] = "", name[128];
+            if (ep > 1)
+                snprintf(dir, sizeof dir, "rank-%05zu-of-%05d/", r, ep);
+            /* At most 4096 ranks (the recipe's bound) and shards: under 64 bytes. */
+            snprintf(name, sizeof name, "%smodel-%05zu-of-%05zu.safetensors", dir, k + 1, count[r]);
+            memcpy(sh->name, name, strlen(name) < sizeof sh->name ? strlen(name) + 1 : 0);
+            sh->rank = (int)r;
+            sh->first_job = first[r + 1];
+            sh->first_out = first[r + 1] < p->n_jobs ? p->jobs[first[r + 1]].first_out : p->n_outs;
+        }
+    }
+    free(count);
     for (size_t i = 0; i < p->n_jobs; i++) {
         cv_shard *s = &p->shards[p->jobs[i].shard];
         if (s->n_jobs == 0) {
@@ -392,10 +418,54 @@ static int nothing_in_scope(const nvf_ckpt *ck, const nvf_recipe *r, const nvf_p
                          ck->path, ck->n_tensors, inc, exc, why);
 }
 
+/* One pass over the source tensors in name order (one per rank): the jobs of every tensor. */
+static int plan_pass(builder *b, const nvf_ckpt *ck, const cv_plan_hooks *h, const size_t *leader,
+                     const size_t *next, const int *dequant, int rank) {
+    cv_plan *p = b->p;
+    int rc = NVF_OK;
+    for (size_t i = 0; i < ck->n_tensors && rc == NVF_OK; i++) {
+        const nvf_ckpt_tensor *t = &ck->tensors[i];
+        nvf_plan_action a = p->scope->entries[i].action;
+        if (a == NVF_PLAN_QUANTIZE) {
+            p->counts.tensors_quantized += b->pass == 0;
+            if (h && h->expert && t->role == NVF_ROLE_EXPERT_WEIGHT)
+                rc = h->expert(h->ctx, b, ck, i, rank);
+            else if (t->st->ndim == 3)
+                rc = add_fused_jobs(b, h, ck, i);
+            else if (leader[i] == i)
+                rc = add_group_job(b, h, ck, i, next);
+            continue;
+        }
+        /* A scale consumed by a quantization or a dequantization, and the FP8 input_scale of
+         * a weight that no longer is FP8, are dropped. */
+        if (t->role == NVF_ROLE_SCALE && t->owner != NVF_CKPT_NONE &&
+            (p->scope->entries[t->owner].action == NVF_PLAN_QUANTIZE || dequant[t->owner])) {
+            p->counts.tensors_dropped += b->pass == 0;
+            continue;
+        }
+        if (a == NVF_PLAN_SKIP && b->pass == 0)
+            nvf_log(NVF_LOG_INFO, "keeping '%s' in source precision: %s", t->st->name,
+                    p->scope->entries[i].reason);
+        if (b->pass == 0)
+            rc = note_unquantized(p, ck, i,
+                                  t->st->dtype == NVF_DTYPE_F8_E4M3 && !dequant[i] &&
+                                      t->scale != NVF_CKPT_NONE);
+        if (rc == NVF_OK)
+            rc = add_keep_job(b, ck, i, dequant);
+    }
+    return rc;
+}
+
 int cv_plan_build(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *opt) {
+    return cv_plan_build_with(out, ck, opt, NULL);
+}
+
+int cv_plan_build_with(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *opt,
+                       const cv_plan_hooks *h) {
     const nvf_recipe *r = opt->recipe;
     size_t n = ck->n_tensors;
-    size_t *leader = NULL, *next = NULL;
+    int ep = h && h->ep > 1 ? h->ep : 1;
+    size_t *leader = NULL, *next = NULL, *first = NULL;
     int *dequant = NULL;
     builder b = {0};
     int rc;
@@ -404,19 +474,23 @@ int cv_plan_build(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *
     if (!p)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
     b.p = p;
+    p->ep = ep;
     p->exclude_modules = cJSON_CreateArray();
     p->fp8_modules = cJSON_CreateObject();
     p->nvfp4_modules = cJSON_CreateArray();
     leader = calloc(n ? n : 1, sizeof *leader);
     next = calloc(n ? n : 1, sizeof *next);
     dequant = calloc(n ? n : 1, sizeof *dequant);
+    first = calloc((size_t)ep + 1, sizeof *first);
     if (!p->exclude_modules || !p->fp8_modules || !p->nvfp4_modules || !leader || !next ||
-        !dequant) {
+        !dequant || !first) {
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
         goto done;
     }
     rc = nvf_ckpt_plan_recipe(&p->scope, ck, r);
     if (rc != NVF_OK || (rc = link_groups(leader, next, ck, p->scope)) != NVF_OK)
+        goto done;
+    if (h && h->check && (rc = h->check(h->ctx, ck, p->scope)) != NVF_OK)
         goto done;
     /* FP8 weights that are not quantized become BF16 unless the source precision is kept. */
     for (size_t i = 0; i < n; i++) {
@@ -429,43 +503,24 @@ int cv_plan_build(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *
                      t->scale != NVF_CKPT_NONE && t->st->ndim >= 1 && t->st->ndim <= 3 &&
                      t->st->numel > 0;
     }
-    for (size_t i = 0; i < n && rc == NVF_OK; i++) {
-        const nvf_ckpt_tensor *t = &ck->tensors[i];
-        nvf_plan_action a = p->scope->entries[i].action;
-        if (a == NVF_PLAN_QUANTIZE) {
-            p->counts.tensors_quantized++;
-            if (t->st->ndim == 3)
-                rc = add_fused_jobs(&b, ck, i);
-            else if (leader[i] == i)
-                rc = add_group_job(&b, ck, i, next);
-            continue;
-        }
-        /* A scale consumed by a quantization or a dequantization, and the FP8 input_scale of
-         * a weight that no longer is FP8, are dropped. */
-        if (t->role == NVF_ROLE_SCALE && t->owner != NVF_CKPT_NONE &&
-            (p->scope->entries[t->owner].action == NVF_PLAN_QUANTIZE || dequant[t->owner])) {
-            p->counts.tensors_dropped++;
-            continue;
-        }
-        if (a == NVF_PLAN_SKIP)
-            nvf_log(NVF_LOG_INFO, "keeping '%s' in source precision: %s", t->st->name,
-                    p->scope->entries[i].reason);
-        rc = note_unquantized(p, ck, i,
-                              t->st->dtype == NVF_DTYPE_F8_E4M3 && !dequant[i] &&
-                                  t->scale != NVF_CKPT_NONE);
-        if (rc == NVF_OK)
-            rc = add_keep_job(&b, ck, i, dequant);
+    for (int k = 0; k < ep && rc == NVF_OK; k++) {
+        b.pass = k;
+        first[k] = p->n_jobs;
+        rc = plan_pass(&b, ck, h, leader, next, dequant, k);
     }
+    first[ep] = p->n_jobs;
     if (rc == NVF_OK && p->counts.tensors_quantized == 0 && !opt->allow_empty)
         rc = nothing_in_scope(ck, r, p->scope);
     if (rc != NVF_OK)
         goto done;
     for (size_t i = 0; i < p->n_jobs; i++) {
-        p->counts.linears_quantized += p->jobs[i].kind == CV_JOB_QUANT ? p->jobs[i].n_out / 4 : 0;
-        p->counts.bytes_in += p->jobs[i].bytes_in;
+        const cv_job *j = &p->jobs[i];
+        for (size_t k = 0; j->kind == CV_JOB_QUANT && k < j->n_members; k++)
+            p->counts.linears_quantized += j->members[k].split ? 2 : 1;
+        p->counts.bytes_in += j->bytes_in;
         /* Buffered jobs hold their outputs (and a quantized job its f32-free source view). */
-        if (p->jobs[i].kind != CV_JOB_COPY && p->jobs[i].bytes_out > p->largest_job)
-            p->largest_job = p->jobs[i].bytes_out;
+        if (j->kind != CV_JOB_COPY && j->bytes_out > p->largest_job)
+            p->largest_job = j->bytes_out;
     }
     p->counts.tensors_written = p->n_outs;
     if (cJSON_GetArraySize(p->exclude_modules) == 0 &&
@@ -473,11 +528,12 @@ int cv_plan_build(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
         goto done;
     }
-    rc = assign_shards(p, r->max_shard_size);
+    rc = assign_shards(p, r->max_shard_size, first, ep);
 done:
     free(leader);
     free(next);
     free(dequant);
+    free(first);
     if (rc != NVF_OK) {
         cv_plan_free(p);
         return rc;
@@ -498,77 +554,13 @@ void cv_plan_free(cv_plan *p) {
     for (size_t i = 0; i < p->n_outs; i++)
         free(p->outs[i].name);
     nvf_plan_free(p->scope);
+    free(p->ep_range);
     cJSON_Delete(p->exclude_modules);
     cJSON_Delete(p->fp8_modules);
     cJSON_Delete(p->nvfp4_modules);
     free(p->jobs);
     free(p->outs);
+    free(p->pieces);
     free(p->shards);
     free(p);
-}
-
-/*
- * --input-amax: {"MODULE": amax, ...} with the calibrated maximum magnitude of each module's
- * input. ModelOpt writes the NVFP4 activation scale as amax / (6 * 448) (E2M1 max times E4M3
- * max; NVFP4QTensor.get_weights_scaling_factor_2 applied to the input quantizer's amax), and the
- * loaders multiply by it; the members of a group share one input, so they take the largest
- * amax of the group.
- */
-int cv_plan_input_scales(cv_plan *p, const char *path) {
-    if (!path)
-        return NVF_OK;
-    cJSON *doc = NULL;
-    int rc = nvf_json_read_strict(&doc, path, 256u << 20, "--input-amax file", NVF_E_INVALID);
-    if (rc != NVF_OK)
-        return rc;
-    if (!cJSON_IsObject(doc)) {
-        cJSON_Delete(doc);
-        return nvf_error_set(NVF_E_INVALID, "--input-amax '%s': not a JSON object", path);
-    }
-    size_t used = 0, entries = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, doc) {
-        entries++;
-        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble <= 0 ||
-            it->valuedouble > 3.0e38) {
-            rc = nvf_error_set(NVF_E_INVALID,
-                               "--input-amax '%s': '%s' must be a positive finite number", path,
-                               it->string);
-            goto done;
-        }
-    }
-    for (size_t i = 0; i < p->n_jobs; i++) {
-        cv_job *j = &p->jobs[i];
-        if (j->kind != CV_JOB_QUANT)
-            continue;
-        float amax = 0.0f;
-        for (size_t k = 0; k < j->n_members; k++) {
-            for (int h = 0; h < 2; h++) {
-                const cJSON *v =
-                    j->members[k].module[h]
-                        ? cJSON_GetObjectItemCaseSensitive(doc, j->members[k].module[h])
-                        : NULL;
-                if (v) {
-                    used++;
-                    if ((float)v->valuedouble > amax)
-                        amax = (float)v->valuedouble;
-                }
-            }
-        }
-        if (amax > 0.0f) {
-            j->input_scale = amax / (NVF_E2M1_MAX * NVF_E4M3_MAX);
-            if (!(j->input_scale > 0.0f)) {
-                rc = nvf_error_set(NVF_E_INVALID,
-                                   "--input-amax '%s': amax %g of '%s' gives input_scale 0", path,
-                                   (double)amax, j->members[0].module[0]);
-                goto done;
-            }
-        }
-    }
-    if (used < entries)
-        nvf_log(NVF_LOG_WARN, "--input-amax '%s': %zu of %zu entries name no converted module",
-                path, entries - used, entries);
-done:
-    cJSON_Delete(doc);
-    return rc;
 }

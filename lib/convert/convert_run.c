@@ -41,12 +41,20 @@ static int same_dir(const char *a, const char *b) {
     return same;
 }
 
-static const cv_target *find_target(nvf_target_format f) {
-    if (f == NVF_TARGET_FORMAT_MODELOPT)
-        return &cv_target_modelopt;
-    nvf_error_set(NVF_E_NOTIMPL, "target '%s' is not implemented yet (use modelopt)",
-                  f == NVF_TARGET_FORMAT_PREPARED_W4A16 ? "prepared-w4a16" : "prepared-w4a4");
-    return NULL;
+/* The target of the recipe; the scale layout and the expert-parallel split are the prepared
+ * targets' (a modelopt checkpoint has linear scales and no ranks). */
+static const cv_target *find_target(const nvf_recipe *r) {
+    if (r->target == NVF_TARGET_FORMAT_PREPARED_W4A16)
+        return &cv_target_prepared_w4a16;
+    if (r->target == NVF_TARGET_FORMAT_PREPARED_W4A4)
+        return &cv_target_prepared_w4a4;
+    if (r->scale_layout != NVF_SCALE_LAYOUT_128X4 || r->ep != 1) {
+        nvf_error_set(NVF_E_INVALID,
+                      "--scale-layout and --ep (target.scale_layout, target.ep) apply to the "
+                      "prepared targets only, not to --target modelopt");
+        return NULL;
+    }
+    return &cv_target_modelopt;
 }
 
 /*
@@ -120,7 +128,7 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
     memset(&r, 0, sizeof r);
     memset(out, 0, sizeof *out);
     r.opt = opt;
-    if (!(r.target = find_target(opt->recipe->target))) {
+    if (!(r.target = find_target(opt->recipe))) {
         rc = nvf_error_code();
         goto done;
     }
@@ -149,6 +157,7 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
         goto done;
     }
     if ((rc = cv_dst_clear(dst, opt->force && !opt->resume)) != NVF_OK ||
+        (rc = cv_dst_make_ranks(opt->dst, r.p)) != NVF_OK ||
         (opt->resume && (rc = cv_journal_resume(&r)) != NVF_OK))
         goto done;
     nvf_log(NVF_LOG_INFO,

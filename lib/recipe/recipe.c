@@ -211,12 +211,12 @@ static int set_target(nvf_recipe *r, const scalar *v) {
 }
 
 /* The scale layout and the expert-parallel split belong to the prepared targets (SPEC section
- * 5), which are not built yet: only their defaults are accepted, never silently ignored. */
+ * 5); a modelopt conversion refuses values other than their defaults (convert_run.c). */
 static int set_layout(nvf_recipe *r, const scalar *v) {
     if (scalar_is(v, "128x4"))
         r->scale_layout = NVF_SCALE_LAYOUT_128X4;
     else if (scalar_is(v, "8x4"))
-        return NOT_YET;
+        r->scale_layout = NVF_SCALE_LAYOUT_8X4;
     else
         return -1;
     return 0;
@@ -226,8 +226,6 @@ static int set_ep(nvf_recipe *r, const scalar *v) {
     int64_t x;
     if (scalar_int(v, 1, 4096, &x) < 0)
         return -1;
-    if (x > 1)
-        return NOT_YET;
     r->ep = (int32_t)x;
     return 0;
 }
@@ -265,10 +263,8 @@ const key_def nvf_recipe_keys[] = {
     {"quantization", "error_domain", "error-domain", "scaled or original", set_domain, NULL},
     {"quantization", "e4m3_max", "e4m3-max", "256 or 448", set_e4m3_max, NULL},
     {"target", "format", "target", "modelopt, prepared-w4a16 or prepared-w4a4", set_target, NULL},
-    {"target", "scale_layout", "scale-layout", "128x4 or 8x4", set_layout,
-     "only 128x4 until the prepared targets are built"},
-    {"target", "ep", "ep", "an integer from 1 to 4096", set_ep,
-     "only 1 until the prepared targets are built"},
+    {"target", "scale_layout", "scale-layout", "128x4 or 8x4", set_layout, NULL},
+    {"target", "ep", "ep", "an integer from 1 to 4096", set_ep, NULL},
     {"output", "max_shard_size", "max-shard-size", "a size such as 5GB, 512MiB or 1000000",
      set_shard_size, NULL},
     {"verify", "tokens", "tokens", "an integer from 1 to 16777216", set_tokens, NULL},

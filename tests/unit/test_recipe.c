@@ -68,11 +68,11 @@ static void test_parse(void) {
     CHECK(parse(&r, "target: {format: prepared-w4a16, scale_layout: 128x4, ep: 1}\n") == 0);
     CHECK(r.target == NVF_TARGET_FORMAT_PREPARED_W4A16 &&
           r.scale_layout == NVF_SCALE_LAYOUT_128X4 && r.ep == 1);
-    /* Valid values of features not built yet are refused, never ignored (issue #10). */
-    CHECK(parse(&r, "target: {scale_layout: 8x4}\n") == NVF_E_CONFIG);
-    CHECK(strstr(nvf_error_last(), "t.yaml:1:24: 'target.scale_layout: 8x4' is not supported yet"));
-    CHECK(parse(&r, "target:\n  ep: 8\n") == NVF_E_CONFIG);
-    CHECK(strstr(nvf_error_last(), "t.yaml:2:7: 'target.ep: 8' is not supported yet"));
+    /* The prepared targets' layout and expert-parallel split. */
+    CHECK(parse(&r, "target: {scale_layout: 8x4}\n") == 0 &&
+          r.scale_layout == NVF_SCALE_LAYOUT_8X4);
+    CHECK(parse(&r, "target:\n  ep: 8\n") == 0 && r.ep == 8);
+    CHECK(parse(&r, "target:\n  ep: 4097\n") == NVF_E_CONFIG);
     /* Sizes: 512MiB = 536870912; 1.5GB = 1500000000; a plain integer is bytes. */
     CHECK(parse(&r, "output: {max_shard_size: 512MiB}\n") == 0 && r.max_shard_size == 536870912u);
     CHECK(parse(&r, "output: {max_shard_size: 1.5GB}\n") == 0 && r.max_shard_size == 1500000000u);
@@ -151,11 +151,8 @@ static void test_flags(void) {
     CHECK(nvf_recipe_set(&r, "scale-layout", "128x4") == 0 &&
           r.scale_layout == NVF_SCALE_LAYOUT_128X4);
     CHECK(nvf_recipe_set(&r, "ep", "1") == 0 && r.ep == 1);
-    CHECK(nvf_recipe_set(&r, "scale-layout", "8x4") == NVF_E_CONFIG &&
-          strstr(nvf_error_last(), "--scale-layout 8x4 is not supported yet") &&
-          r.scale_layout == NVF_SCALE_LAYOUT_128X4);
-    CHECK(nvf_recipe_set(&r, "ep", "4") == NVF_E_CONFIG &&
-          strstr(nvf_error_last(), "--ep 4 is not supported yet") && r.ep == 1);
+    CHECK(nvf_recipe_set(&r, "scale-layout", "8x4") == 0 && r.scale_layout == NVF_SCALE_LAYOUT_8X4);
+    CHECK(nvf_recipe_set(&r, "ep", "4") == 0 && r.ep == 4);
     CHECK(nvf_recipe_set(&r, "ep", "0") == NVF_E_CONFIG && strstr(nvf_error_last(), "bad value"));
     CHECK(nvf_recipe_set(&r, "max-shard-size", "2GiB") == 0 && r.max_shard_size == 2147483648u);
     CHECK(nvf_recipe_set(&r, "tokens", "16") == 0 && r.verify_tokens == 16);
