@@ -148,6 +148,9 @@ int cli_parse_size(uint64_t *out, const char *s);
 
 /* One function per command, cmd_<name>.c. */
 int cmd_inspect(int argc, char **argv);
+/** inspect of a DST holding expert-parallel rank directories (cmd_inspect_ranks.c): *handled is
+ * 1 when `dir` is one (and the exit code is returned), else 0. */
+int inspect_ranks(const char *dir, int json, int *handled);
 int cmd_quantize(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_verify(int argc, char **argv);

@@ -227,6 +227,14 @@ static void print_text(const nvf_ckpt *ck, const nvf_plan *p, const char *const 
     if (q->scale_ue8m0)
         printf(", scale_fmt ue8m0");
     printf("%s\n", q->source ? ")" : "");
+    if (q->format == NVF_CKPT_FORMAT_PREPARED) {
+        printf("Prepared: target prepared-%s, layout %s, scale layout %s, precision %s\n",
+               q->prep_precision, q->prep_layout, q->prep_scale_layout, q->prep_precision);
+        printf("EP: rank %" PRId64 " of %" PRId64 ", experts %" PRId64 "..%" PRId64 " (%" PRId64
+               ")\n",
+               q->ep_rank, q->ep_size, q->expert_first, q->expert_first + q->expert_count - 1,
+               q->expert_count);
+    }
     if (q->n_ignore > 0) {
         printf("Left in source precision:");
         for (size_t i = 0; i < q->n_ignore; i++)
@@ -287,6 +295,17 @@ static cJSON *quant_json(const nvf_ckpt *ck) {
     const nvf_ckpt_quant *q = &ck->quant;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "format", nvf_ckpt_format_name(q->format));
+    if (q->format == NVF_CKPT_FORMAT_PREPARED) {
+        cJSON *pr = cJSON_AddObjectToObject(o, "prepared");
+        cJSON_AddStringToObject(pr, "precision", q->prep_precision);
+        cJSON_AddStringToObject(pr, "layout", q->prep_layout);
+        cJSON_AddStringToObject(pr, "scale_layout", q->prep_scale_layout);
+        cJSON_AddItemToObject(pr, "ep_size", int_or_null(q->ep_size));
+        cJSON_AddItemToObject(pr, "ep_rank", int_or_null(q->ep_rank));
+        cJSON *r = cJSON_AddArrayToObject(pr, "expert_range");
+        cJSON_AddItemToArray(r, int_or_null(q->expert_first));
+        cJSON_AddItemToArray(r, int_or_null(q->expert_count));
+    }
     cJSON_AddItemToObject(o, "source",
                           q->source ? cJSON_CreateString(q->source) : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "quant_method",
@@ -508,6 +527,10 @@ int cmd_inspect(int argc, char **argv) {
         goto done;
     }
     if (rc != EXIT_OK)
+        goto done;
+    int handled = 0;
+    rc = inspect_ranks(pos[0], g_common.json, &handled);
+    if (handled)
         goto done;
     int st = build_recipe(&r);
     have_recipe = 1;

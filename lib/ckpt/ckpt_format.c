@@ -5,7 +5,8 @@
  *   1. config.json `quantization_config.quant_method`: "fp8" (FP8 block, `weight_block_size`
  *      default [128, 128], `scale_fmt` "ue8m0" for power-of-two scales), "modelopt"
  *      (`quant_algo` NVFP4 / FP8), "compressed-tensors" (`config_groups.*.weights`: 4-bit
- *      float = NVFP4, 8-bit float = FP8 per tensor).
+ *      float = NVFP4, 8-bit float = FP8 per tensor), "nvfp4tool-prepared" (this tool's prepared
+ *      targets: layout, precision, scale_layout, ep_size, ep_rank, expert_range).
  *   2. hf_quant_config.json `quantization.quant_algo` (ModelOpt).
  *   3. Tensor names: `*_scale_inv` (FP8 block), `weight_packed` + `weight_global_scale`
  *      (NVFP4 compressed-tensors), `weight_scale_2` (NVFP4 ModelOpt), an F8_E4M3 weight with a
@@ -19,6 +20,7 @@
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <regex.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +42,8 @@ const char *nvf_ckpt_format_name(nvf_ckpt_format format) {
         return "nvfp4-modelopt";
     case NVF_CKPT_FORMAT_NVFP4_CT:
         return "nvfp4-compressed-tensors";
+    case NVF_CKPT_FORMAT_PREPARED:
+        return "nvfp4-prepared";
     }
     return "unknown";
 }
@@ -174,6 +178,34 @@ static nvf_ckpt_format ct_format(const cJSON *qc) {
     return NVF_CKPT_FORMAT_UNKNOWN;
 }
 
+static void copy_string(char *dst, size_t cap, const cJSON *v) {
+    if (cJSON_IsString(v))
+        snprintf(dst, cap, "%s", v->valuestring);
+}
+
+static int64_t int_or(const cJSON *v, int64_t dflt) {
+    int64_t x;
+    return json_pos_int(v, &x) ? x : cJSON_IsNumber(v) && v->valuedouble == 0 ? 0 : dflt;
+}
+
+/* A prepared checkpoint's layout, precision and expert-parallel rank. */
+static void prepared_info(nvf_ckpt_quant *q, const cJSON *qc) {
+    copy_string(q->prep_layout, sizeof q->prep_layout,
+                cJSON_GetObjectItemCaseSensitive(qc, "layout"));
+    copy_string(q->prep_precision, sizeof q->prep_precision,
+                cJSON_GetObjectItemCaseSensitive(qc, "precision"));
+    copy_string(q->prep_scale_layout, sizeof q->prep_scale_layout,
+                cJSON_GetObjectItemCaseSensitive(qc, "scale_layout"));
+    q->ep_size = int_or(cJSON_GetObjectItemCaseSensitive(qc, "ep_size"), -1);
+    q->ep_rank = int_or(cJSON_GetObjectItemCaseSensitive(qc, "ep_rank"), -1);
+    q->expert_first = q->expert_count = -1;
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(qc, "expert_range");
+    if (cJSON_IsArray(r) && cJSON_GetArraySize(r) == 2) {
+        q->expert_first = int_or(cJSON_GetArrayItem(r, 0), -1);
+        q->expert_count = int_or(cJSON_GetArrayItem(r, 1), -1);
+    }
+}
+
 static int from_config(nvf_ckpt *ck) {
     nvf_ckpt_quant *q = &ck->quant;
     const cJSON *cfg = nvf_ckpt_config_doc(ck);
@@ -222,6 +254,9 @@ static int from_config(nvf_ckpt *ck) {
             q->format = modelopt_algo(algo);
         } else if (strcmp(m, "compressed-tensors") == 0) {
             q->format = ct_format(qc);
+        } else if (strcmp(m, "nvfp4tool-prepared") == 0) {
+            q->format = NVF_CKPT_FORMAT_PREPARED;
+            prepared_info(q, qc);
         }
         if (rc == NVF_OK && q->format == NVF_CKPT_FORMAT_UNKNOWN)
             rc = ckpt_warn(ck,

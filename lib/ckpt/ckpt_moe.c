@@ -99,7 +99,8 @@ static void logical_out_in(const nvf_ckpt *ck, const nvf_st_tensor *t, int64_t *
     *out = t->ndim >= 2 ? t->shape[t->ndim - 2] : -1;
     *in = t->ndim >= 1 ? t->shape[t->ndim - 1] : -1;
     int nvfp4 = ck->quant.format == NVF_CKPT_FORMAT_NVFP4_MODELOPT ||
-                ck->quant.format == NVF_CKPT_FORMAT_NVFP4_CT;
+                ck->quant.format == NVF_CKPT_FORMAT_NVFP4_CT ||
+                ck->quant.format == NVF_CKPT_FORMAT_PREPARED;
     if (nvfp4 && t->dtype == NVF_DTYPE_U8 && *in > 0)
         *in *= 2;
 }

@@ -6,7 +6,7 @@
  *   convert_prepared*.c the prepared targets (kernel-ready MoE layouts, expert-parallel ranks);
  *   convert_pipeline.c  the queue, memory budget, compute workers and writer thread;
  *   convert_compute.c   a job's bytes through the compute backend (quantize, dequantize);
- *   convert_shard.c     the shard writer (hashes as it writes);
+ *   convert_shard.c     the shard writer (pieces at offsets; hashes by reading the file back);
  *   convert_dst.c       DST: prepare, lock, clear, stale shards;
  *   convert_journal.c   the progress journal, its key, and --resume;
  *   convert_source.c    the source files: list and hash (on the core pool);
@@ -176,18 +176,30 @@ void cv_plan_free(cv_plan *p);
 /** The plan of a prepared target (W4A4 when `w4a4`): convert_prepared_plan.c. */
 int cv_prepared_plan(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *opt, int w4a4);
 
+/** Give every job one piece per output, the whole tensor (off 0): the default of a plan. */
+int cv_plan_whole_pieces(cv_plan *p);
+
 /** Set every quantization job's input_scale from the --input-amax file (or 1.0). */
 int cv_plan_input_scales(cv_plan *p, const char *path);
 
-/* Shard writer: safetensors header + data to NAME.tmp, SHA-256 and per-tensor CRC-32 computed
- * on the bytes as they are written; fsync + rename + directory fsync at the end. */
+/* Shard writer: the safetensors header, then pieces of tensors in any order, into
+ * NAME.tmp; at the end the file is read back (from the page cache) for its SHA-256 and every
+ * tensor's CRC-32 on the core pool, then fsynced, renamed, and the directory fsynced. */
 typedef struct cv_writer cv_writer;
 
+/** Start shard `shard` of `p` in `dir` (its NAME.tmp). @return 0 or a status; NULL on failure. */
 int cv_writer_open(cv_writer **out, const char *dir, const cv_plan *p, size_t shard);
-/** Append bytes of output tensor `o` (in declaration order). */
-int cv_writer_write(cv_writer *w, cv_out *o, const void *data, size_t len);
-/** Finish: fsync, rename, directory fsync; records size and SHA-256 in the shard. */
-int cv_writer_finish(cv_writer *w, cv_shard *s);
+/** Write bytes [off, off + len) of output `out` (a plan index, in the writer's shard), in any
+ * order; each byte exactly once. One thread at a time. @return 0 or a status. */
+int cv_writer_write_at(cv_writer *w, size_t out, uint64_t off, const void *data, size_t len);
+/**
+ * Finish: check every byte of every tensor was written (NVF_E_INVALID naming the first that was
+ * not), read the file back for its SHA-256 and the tensors' CRC-32 (stopping with
+ * NVF_E_INTERRUPTED when quit(ctx) is non-zero; quit may be NULL), fsync, rename, directory
+ * fsync. Records size and SHA-256 in the shard and the CRCs in its outputs of `p` (which only
+ * this call touches). Frees the writer; on failure the temporary file is removed.
+ */
+int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx);
 /** Remove the temporary file and free; NULL is fine. */
 void cv_writer_abort(cv_writer *w);
 

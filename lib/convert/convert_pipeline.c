@@ -102,17 +102,23 @@ static void report(cv_run *r, int final) {
         r->opt->progress(&r->prog, final, r->opt->progress_user);
 }
 
+/* Count the tensor of piece `pc` as done when the piece reaches its end. */
+static void count_piece(cv_run *r, const cv_piece *pc) {
+    r->prog.tensors_done += pc->off + pc->len == r->p->outs[pc->out].bytes;
+}
+
+/* A copy job: its one piece streamed from the source mapping in chunks at increasing offsets. */
 static int write_copy(pipeline *pl, cv_writer *w, const cv_job *j) {
     cv_run *r = pl->r;
     size_t ti = j->members[0].tensor;
     const nvf_st_tensor *st = r->ck->tensors[ti].st;
-    cv_out *o = &r->p->outs[j->first_out];
+    const cv_piece *pc = &r->p->pieces[j->first_piece];
     uint64_t len = st->end - st->begin;
     for (uint64_t off = 0; off < len;) {
         if (stopped(pl))
             return nvf_error_set(NVF_E_INTERRUPTED, "interrupted while copying '%s'", st->name);
         size_t k = len - off < COPY_CHUNK ? (size_t)(len - off) : COPY_CHUNK;
-        int rc = cv_writer_write(w, o, st->data + off, k);
+        int rc = cv_writer_write_at(w, pc->out, pc->off + off, st->data + off, k);
         release_range(r->ck, ti, st->data + off, k);
         if (rc != NVF_OK)
             return rc;
@@ -121,29 +127,32 @@ static int write_copy(pipeline *pl, cv_writer *w, const cv_job *j) {
         if (off < len)
             report(r, 0);
     }
-    r->prog.tensors_done++;
+    count_piece(r, pc);
     return NVF_OK;
 }
 
+/* A buffered job: its buffer is its pieces one after the other. */
 static int write_buffered(cv_run *r, cv_writer *w, const cv_job *j, const uint8_t *buf) {
-    for (size_t i = 0; i < j->n_out; i++) {
-        cv_out *o = &r->p->outs[j->first_out + i];
-        int rc = cv_writer_write(w, o, buf, (size_t)o->bytes);
+    for (size_t i = 0; i < j->n_pieces; i++) {
+        const cv_piece *pc = &r->p->pieces[j->first_piece + i];
+        int rc = cv_writer_write_at(w, pc->out, pc->off, buf, (size_t)pc->len);
         if (rc != NVF_OK)
             return rc;
-        buf += o->bytes;
-        r->prog.tensors_done++;
+        buf += pc->len;
+        count_piece(r, pc);
     }
     r->prog.bytes_done += j->bytes_in;
     return NVF_OK;
 }
 
-/* Finish shard `si`: rename into place, then record it in the journal. */
-static int finish_shard(cv_run *r, cv_writer *w, size_t si) {
-    cv_shard *s = &r->p->shards[si];
-    int rc = cv_writer_finish(w, s);
+static int hash_quit(void *ctx);
+
+/* Finish shard `si`: hash it from the file, rename into place, then record it in the journal. */
+static int finish_shard(pipeline *pl, cv_writer *w, size_t si) {
+    cv_run *r = pl->r;
+    int rc = cv_writer_finish(w, r->p, hash_quit, pl);
     if (rc == NVF_OK) {
-        s->written = 1;
+        r->p->shards[si].written = 1;
         rc = cv_journal_add(r, si);
     }
     r->prog.shards_done++;
@@ -185,7 +194,7 @@ static void *writer_main(void *arg) {
         pthread_cond_broadcast(&pl->cv);
         pthread_mutex_unlock(&pl->mu);
         if (rc == NVF_OK && ++jobs_in_shard == p->shards[open_shard].n_jobs) {
-            rc = finish_shard(r, w, open_shard);
+            rc = finish_shard(pl, w, open_shard);
             w = NULL;
         }
         if (rc != NVF_OK) {

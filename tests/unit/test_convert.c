@@ -8,6 +8,7 @@
 #include "check.h"
 
 #include "convert/convert_internal.h"
+#include "nvfp4/layout.h"
 #include "nvfp4/status.h"
 
 #include <stdio.h>
@@ -52,6 +53,73 @@ static void test_modelopt_pack(void) {
     CHECK(memcmp(u, codes[1] + 16, 16) == 0 && memcmp(u + 16, scales[1] + 2, 2) == 0);
     CHECK_EQ_U64(le32(u + 18), quarter);
     CHECK_EQ_U64(le32(u + 22), two);
+}
+
+/*
+ * The prepared w13 job of one expert, I = 64, H = 32 (2 scale columns): gate row i holds bytes
+ * i, up row i bytes 128 + i; gate scale (i, k) is 2i + k, up's 128 + 2i + k. Hand-worked from
+ * SPEC section 5: output rows 0..63 are up rows 0..63, rows 64..127 gate rows 0..63 (one group
+ * pair); scale (m, k) of the 128 x 4 tile sits at (m % 32) * 16 + (m / 32) * 4 + k, columns 2
+ * and 3 are padding (0). Then alpha = 1/gs (W4A16), input_scale / gs and input_scale (W4A4).
+ * The same bytes from a fused member (gate rows first, then up) as from two members.
+ */
+static void test_prepared_w13(void) {
+    enum { I = 64, H = 32, RB = H / 2, KC = H / 16, SB = 512, LEN = 2 * I * RB + SB + 8 };
+    static uint8_t gate[I * RB], up[I * RB], gs_[I * KC], us[I * KC], fused[2 * I * RB],
+        fs[2 * I * KC], buf[LEN], buf2[LEN];
+    for (int i = 0; i < I; i++) {
+        memset(gate + i * RB, i, RB);
+        memset(up + i * RB, 128 + i, RB);
+        for (int k = 0; k < KC; k++) {
+            gs_[i * KC + k] = (uint8_t)(2 * i + k);
+            us[i * KC + k] = (uint8_t)(128 + 2 * i + k);
+        }
+    }
+    memcpy(fused, gate, sizeof gate);
+    memcpy(fused + sizeof gate, up, sizeof up);
+    memcpy(fs, gs_, sizeof gs_);
+    memcpy(fs + sizeof gs_, us, sizeof us);
+    cv_job j;
+    memset(&j, 0, sizeof j);
+    j.kind = CV_JOB_QUANT;
+    j.prep = CV_PREP_W13;
+    j.layout = NVF_LAYOUT_128X4;
+    j.input_scale = 2.0f;
+    j.n_members = 2;
+    /* up first: the pack goes by each member's projection, not by its place */
+    j.members[0].proj = NVF_PROJ_UP;
+    j.members[1].proj = NVF_PROJ_GATE;
+    for (int k = 0; k < 2; k++) {
+        j.members[k].src.rows = I;
+        j.members[k].src.cols = H;
+    }
+    uint8_t *packed[2] = {up, gate}, *sc[2] = {us, gs_};
+    memset(buf, 0xEE, sizeof buf);
+    cv_target_prepared_w4a4.pack_job(buf, &j, packed, sc, 4.0f);
+    CHECK(buf[0] == 128 && buf[63 * RB] == 128 + 63 && buf[64 * RB] == 0 &&
+          buf[127 * RB + RB - 1] == 63);
+    const uint8_t *s = buf + 2 * I * RB;
+    CHECK(s[1] == 129);                           /* m 0 (up 0), k 1 */
+    CHECK(s[8] == 0);                             /* m 64 (gate 0), k 0 */
+    CHECK(s[21] == 195);                          /* m 33 (up 33), k 1: 16 + 4 + 1 */
+    CHECK(s[509] == 127);                         /* m 127 (gate 63), k 1: 31 * 16 + 3 * 4 + 1 */
+    CHECK(s[2] == 0 && s[3] == 0 && s[511] == 0); /* padding columns */
+    CHECK_EQ_U64(le32(s + SB), 0x3F000000u);      /* 2 * (1/4) = 0.5 */
+    CHECK_EQ_U64(le32(s + SB + 4), 0x40000000u);  /* input_scale 2.0 */
+    /* A fused member (gate rows then up) gives the same bytes; W4A16 has alpha 1/gs only. */
+    j.n_members = 1;
+    j.members[0].split = 1;
+    j.members[0].proj = NVF_PROJ_GATE_UP;
+    j.members[0].src.rows = 2 * I;
+    uint8_t *fp[1] = {fused}, *fsc[1] = {fs};
+    memset(buf2, 0xEE, sizeof buf2);
+    cv_target_prepared_w4a4.pack_job(buf2, &j, fp, fsc, 4.0f);
+    CHECK(memcmp(buf, buf2, LEN) == 0);
+    memset(buf2, 0xEE, sizeof buf2);
+    cv_target_prepared_w4a16.pack_job(buf2, &j, fp, fsc, 4.0f);
+    CHECK(memcmp(buf, buf2, LEN - 8) == 0);
+    CHECK_EQ_U64(le32(buf2 + LEN - 8), 0x3E800000u); /* 0.25 */
+    CHECK(buf2[LEN - 4] == 0xEE);                    /* nothing more */
 }
 
 typedef struct progress_seen {
@@ -179,6 +247,7 @@ int main(void) {
     cv_plan_free(p);
 
     test_modelopt_pack();
+    test_prepared_w13();
 
     /* A whole run in small shards: progress counts source bytes, the sum of the source tensors'
      * sizes (read here from the checkpoint), all of them before the final call. */

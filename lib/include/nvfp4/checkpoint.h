@@ -35,6 +35,8 @@ typedef enum nvf_ckpt_format {
     NVF_CKPT_FORMAT_FP8_TENSOR,     /* weight F8_E4M3 + scalar weight_scale */
     NVF_CKPT_FORMAT_NVFP4_MODELOPT, /* weight U8 + weight_scale + weight_scale_2 + input_scale */
     NVF_CKPT_FORMAT_NVFP4_CT,       /* compressed-tensors weight_packed + weight_global_scale */
+    NVF_CKPT_FORMAT_PREPARED,       /* nvfp4tool's prepared-w4a16/w4a4 (quant_method
+                                       "nvfp4tool-prepared"): kernel-ready NVFP4 MoE shards */
 } nvf_ckpt_format;
 
 /** Stable lower-case name: "bf16", "fp8-block", "nvfp4-modelopt", ... Never NULL. */
@@ -209,6 +211,11 @@ typedef struct nvf_ckpt_quant {
     int scale_ue8m0;    /* scale_fmt "ue8m0": power-of-two block scales */
     size_t n_ignore;    /* modules left in source precision (modules_to_not_convert, ...) */
     char **ignore;
+    /* NVF_CKPT_FORMAT_PREPARED: its quantization_config ("" / -1 where not given) */
+    char prep_layout[48];      /* "flashinfer-cutedsl-nvfp4-v1" */
+    char prep_precision[8];    /* "w4a16" | "w4a4" */
+    char prep_scale_layout[8]; /* "128x4" | "8x4" */
+    int64_t ep_size, ep_rank, expert_first, expert_count;
 } nvf_ckpt_quant;
 
 typedef enum nvf_router_kind {
