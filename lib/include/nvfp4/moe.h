@@ -140,15 +140,28 @@ typedef struct nvf_moe_weights nvf_moe_weights;
  * The provider of layer `layer` of an open checkpoint (which must outlive it), reading any
  * supported format: BF16/F16/F32 as stored; FP8 (block or per-tensor) as bf16(RN(f32(fp8) *
  * scale)) (SPEC section 4); ModelOpt NVFP4 as e2m1(code) * f32(weight_scale) with alpha =
- * weight_scale_2. With `precision` w4a16 or w4a4 on a source-precision checkpoint, each routed
- * expert is quantized with `quant` (nvf_quant_params) as convert writes it: gate and up as one
- * global-scale group, down alone; its NVFP4 values are then used with alpha = RN(1 / gs).
- * Shared experts, the router and gates are used as stored.
+ * weight_scale_2; a prepared checkpoint (NVF_CKPT_FORMAT_PREPARED) through its scale layout
+ * and w13 interleave (nvfp4/layout.h) into the same values, alpha = w13_alpha / w2_alpha
+ * (W4A4: divided by w13_input_scale / fc2_input_scale, which become input_scale). With `precision`
+ * w4a16 or w4a4 on a source-precision checkpoint, each routed expert is quantized with `quant`
+ * (nvf_quant_params) as convert writes it: gate and up as one global-scale group, down alone; its
+ * NVFP4 values are then used with alpha = RN(1 / gs). Shared experts, the router and gates are used
+ * as stored.
  * @return 0; NVF_E_INVALID (no such layer, or not an MoE layer: the message lists the MoE
  * layers); NVF_E_UNSUPPORTED (a format or expert layout it cannot read, named); NVF_E_NOMEM.
  */
 int nvf_moe_weights_open(nvf_moe_weights **out, const nvf_ckpt *ck, int64_t layer,
                          nvf_moe_precision precision, const nvf_quant_params *quant);
+
+/**
+ * A prepared checkpoint's provider of layer `layer` built the other way round: each expert's
+ * scale bytes placed at nvf_layout_coord(offset) (padding checked 0) and each gate/up row fetched
+ * from nvf_w13_prepared_row, the inverses of what nvf_moe_weights_open's prepared reader uses
+ * (nvfp4/layout.h). Both read the same bytes: agreement checks the reader and the index
+ * functions, not the values (verify's layout check without a reference).
+ * @return 0; NVF_E_INVALID (not a prepared checkpoint, or no such MoE layer); NVF_E_FORMAT.
+ */
+int nvf_moe_weights_open_inverse(nvf_moe_weights **out, const nvf_ckpt *ck, int64_t layer);
 
 /** Close; NULL is fine. */
 void nvf_moe_weights_close(nvf_moe_weights *w);
