@@ -206,6 +206,23 @@ int nvf_moe_forward_ref(float *y, const float *x, int64_t t, int64_t hidden,
                         const nvf_moe_spec *spec, nvf_moe_weights *w, const nvf_moe_opts *o);
 
 /**
+ * Route `t` tokens of x [t, hidden] by the layer's own router (logits x . Wr^T * alpha in f32, its
+ * correction bias where it has one) into ids and weights [t, top_k] (nvf_moe_route_ref).
+ * @return 0; NVF_E_SHAPE; NVF_E_FORMAT; NVF_E_NOMEM.
+ */
+int nvf_moe_route_layer(int32_t *ids, float *weights, const float *x, int64_t t, int64_t hidden,
+                        const nvf_moe_spec *spec, nvf_moe_weights *w);
+
+/**
+ * One routed expert's MLP (FC1, activation, BF16 cast, FC2, as in nvf_moe_forward_ref) on `rows`
+ * rows of x [rows, hidden] into y [rows, hidden], unweighted; W4A4's dynamic FC1 scale from the
+ * amax of these rows. @return 0; NVF_E_SHAPE; NVF_E_FORMAT; NVF_E_NONFINITE; NVF_E_NOMEM.
+ */
+int nvf_moe_expert_ref(float *y, const float *x, int64_t rows, int64_t hidden,
+                       const nvf_moe_spec *spec, nvf_moe_weights *w, int64_t expert,
+                       const nvf_moe_opts *o);
+
+/**
  * `nvfp4tool moe`: open `ckpt_path`, read x from `in_path` (its only tensor, or the one named
  * "x"; BF16 or F32 [T, H]), run layer `layer`, write `out_path` with one tensor "y" F32 [T, H]
  * and metadata {layer, precision, format} atomically (tmp + rename).
