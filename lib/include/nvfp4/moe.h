@@ -139,10 +139,11 @@ typedef struct nvf_moe_weights nvf_moe_weights;
 /**
  * The provider of layer `layer` of an open checkpoint (which must outlive it), reading any
  * supported format: BF16/F16/F32 as stored; FP8 (block or per-tensor) as bf16(RN(f32(fp8) *
- * scale)) (SPEC section 4); ModelOpt NVFP4 as e2m1(code) * f32(weight_scale) with alpha =
- * weight_scale_2; a prepared checkpoint (NVF_CKPT_FORMAT_PREPARED) through its scale layout
- * and w13 interleave (nvfp4/layout.h) into the same values, alpha = w13_alpha / w2_alpha
- * (W4A4: divided by w13_input_scale / fc2_input_scale, which become input_scale). With `precision`
+ * scale)) (SPEC section 4); NVFP4 (ModelOpt, compressed-tensors; lib/ckpt's validated view) as
+ * e2m1(code) * f32(weight_scale) with alpha = the decode scale (weight_scale_2); a prepared
+ * checkpoint (NVF_CKPT_FORMAT_PREPARED) through its scale layout and w13 interleave
+ * (nvfp4/layout.h) into the same values, alpha = w13_alpha / w2_alpha (W4A4: divided by
+ * w13_input_scale / fc2_input_scale, which become input_scale). With `precision`
  * w4a16 or w4a4 on a source-precision checkpoint, each routed expert is quantized with `quant`
  * (nvf_quant_params) as convert writes it: gate and up as one global-scale group, down alone; its
  * NVFP4 values are then used with alpha = RN(1 / gs). Shared experts, the router and gates are used
@@ -205,6 +206,16 @@ typedef struct nvf_moe_opts {
 int nvf_moe_forward_ref(float *y, const float *x, int64_t t, int64_t hidden,
                         const nvf_moe_spec *spec, nvf_moe_weights *w, const nvf_moe_opts *o);
 
+/* What nvf_moe_run_file() ran. */
+typedef struct nvf_moe_run_info {
+    int64_t tokens, hidden, intermediate, n_experts, top_k;
+    nvf_moe_precision precision; /* as run: an NVFP4 checkpoint's bf16 is w4a16 */
+    nvf_moe_route route;
+    nvf_moe_act act;
+    int renormalize, has_shared, has_shared_gate;
+    nvf_ckpt_format format;
+} nvf_moe_run_info;
+
 /**
  * Route `t` tokens of x [t, hidden] by the layer's own router (logits x . Wr^T * alpha in f32, its
  * correction bias where it has one) into ids and weights [t, top_k] (nvf_moe_route_ref).
@@ -225,12 +236,13 @@ int nvf_moe_expert_ref(float *y, const float *x, int64_t rows, int64_t hidden,
 /**
  * `nvfp4tool moe`: open `ckpt_path`, read x from `in_path` (its only tensor, or the one named
  * "x"; BF16 or F32 [T, H]), run layer `layer`, write `out_path` with one tensor "y" F32 [T, H]
- * and metadata {layer, precision, format} atomically (tmp + rename).
+ * and metadata {layer, precision, checkpoint_format, tokens} atomically (tmp + rename); what
+ * ran into *info (NULL: not wanted).
  * @return 0; NVF_E_INVALID (no such MoE layer, listing the MoE layers); NVF_E_SHAPE (x's
  * shape, naming the file, tensor and both shapes); NVF_E_FORMAT; NVF_E_IO; NVF_E_NOMEM.
  */
-int nvf_moe_run_file(const char *ckpt_path, int64_t layer, const char *in_path,
-                     const char *out_path, const nvf_moe_opts *o);
+int nvf_moe_run_file(nvf_moe_run_info *info, const char *ckpt_path, int64_t layer,
+                     const char *in_path, const char *out_path, const nvf_moe_opts *o);
 
 #ifdef __cplusplus
 }
