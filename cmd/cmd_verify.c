@@ -109,12 +109,10 @@ static void print_table(const nvf_verify_report *r) {
     }
     for (size_t i = 0; i < r->n_findings; i++) {
         const nvf_verify_finding *f = &r->findings[i];
-        printf("finding: %s [%s]", f->severity, f->id);
-        if (f->layer >= 0)
-            printf(" layer %" PRId64, f->layer);
-        if (f->expert >= 0)
-            printf(" expert %" PRId64, f->expert);
-        printf(": %s\n", f->message);
+        printf("finding: %s [%s]: %s", f->severity, f->id, f->message);
+        if (f->expert >= 0 && f->layer >= 0)
+            printf(" (layer %" PRId64 ", expert %" PRId64 ")", f->layer, f->expert);
+        printf("\n");
     }
     printf("verify: %zu layer(s), %zu passed, %zu failed: %s\n", r->n_layers, r->passed, r->failed,
            r->pass ? "PASS" : "FAIL");
