@@ -431,22 +431,27 @@ int ckpt_detect_format(nvf_ckpt *ck) {
     for (size_t i = 0; i < ck->n_tensors && rc == NVF_OK; i++) {
         nvf_ckpt_tensor *t = &ck->tensors[i];
         t->role = nvf_ckpt_role_of(t->st->name, &t->is_weight);
-        nvf_ckpt_name n;
-        nvf_ckpt_name_parse(&n, t->st->name, t->st->ndim);
-        if (n.kind == NVF_NAME_EXPERT_UNKNOWN) {
-            char shape[160];
-            ckpt_shape_str(shape, sizeof shape, t->st->shape, t->st->ndim);
-            rc = ckpt_warn(ck,
-                           "unknown 3-D tensor '%s' %s: fused experts are named "
-                           "experts.gate_up_proj and experts.down_proj; kept as it is",
-                           t->st->name, shape);
-        }
     }
     if (rc == NVF_OK)
         rc = link_companions(ck);
     if (rc != NVF_OK)
         return rc;
     rc = from_config(ck);
+    /* A prepared checkpoint's experts are stacked 3-D tensors (P.experts.w13_weight, ...) by
+     * design; in any other, an unknown 3-D expert tensor is worth a warning. */
+    for (size_t i = 0; i < ck->n_tensors && rc == NVF_OK; i++) {
+        const nvf_st_tensor *st = ck->tensors[i].st;
+        nvf_ckpt_name n;
+        nvf_ckpt_name_parse(&n, st->name, st->ndim);
+        if (n.kind == NVF_NAME_EXPERT_UNKNOWN && ck->quant.format != NVF_CKPT_FORMAT_PREPARED) {
+            char shape[160];
+            ckpt_shape_str(shape, sizeof shape, st->shape, st->ndim);
+            rc = ckpt_warn(ck,
+                           "unknown 3-D tensor '%s' %s: fused experts are named "
+                           "experts.gate_up_proj and experts.down_proj; kept as it is",
+                           st->name, shape);
+        }
+    }
     if (rc != NVF_OK)
         return rc;
     name_evidence ev;

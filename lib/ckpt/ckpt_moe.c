@@ -454,7 +454,8 @@ int ckpt_discover_moe(nvf_ckpt *ck) {
         qsort(m->layers, m->n_layers, sizeof *m->layers, cmp_layer);
     m->config.router = m->n_moe == 0 ? NVF_ROUTER_NONE : ckpt_moe_router_kind(&m->config, any_bias);
     for (size_t i = 0; i < m->n_layers; i++) {
-        if (m->layers[i].n_missing > 0) {
+        /* A prepared checkpoint holds its experts as stacked w13/w2 tensors, not by name. */
+        if (m->layers[i].n_missing > 0 && ck->quant.format != NVF_CKPT_FORMAT_PREPARED) {
             rc = ckpt_warn(ck, "%s: %zu of %" PRId64 " experts missing (first: %" PRId64 ")",
                            m->layers[i].prefix, m->layers[i].n_missing, m->layers[i].n_experts,
                            m->layers[i].missing[0]);

@@ -223,6 +223,21 @@ static int cmp_out_ptr(const void *a, const void *b) {
     return strcmp((*(cv_out *const *)a)->name, (*(cv_out *const *)b)->name);
 }
 
+/* The planned output `name` in shard file `file` (with expert-parallel ranks, every rank has
+ * its own copy of a replicated tensor: the same name in another file). NULL when none. */
+static cv_out *find_out(cv_out **by_name, const cv_plan *p, const char *name, const char *file) {
+    cv_out key = {.name = (char *)name}, *kp = &key;
+    cv_out **hit = bsearch(&kp, by_name, p->n_outs, sizeof *by_name, cmp_out_ptr);
+    if (!hit)
+        return NULL;
+    while (hit > by_name && strcmp(hit[-1]->name, name) == 0)
+        hit--;
+    for (; hit < by_name + p->n_outs && strcmp((*hit)->name, name) == 0; hit++)
+        if (strcmp(p->shards[p->jobs[(*hit)->job].shard].name, file) == 0)
+            return *hit;
+    return NULL;
+}
+
 /* Whether manifest `m` records this conversion: recipe, target, sources, planned tensors.
  * @return 1, 0, or NVF_E_NOMEM. */
 static int records_this(cv_run *r, const nvf_manifest *m, cv_out **by_name) {
@@ -252,11 +267,8 @@ static int records_this(cv_run *r, const nvf_manifest *m, cv_out **by_name) {
     }
     for (size_t i = 0; ok && i < m->n_tensors; i++) {
         const nvf_manifest_tensor *t = &m->tensors[i];
-        cv_out key = {.name = t->name}, *kp = &key;
-        cv_out **hit = bsearch(&kp, by_name, p->n_outs, sizeof *by_name, cmp_out_ptr);
-        const cv_out *o = hit ? *hit : NULL;
-        ok = o && strcmp(t->file, p->shards[p->jobs[o->job].shard].name) == 0 &&
-             strcmp(t->dtype, nvf_dtype_name(o->dtype)) == 0 && t->ndim == o->ndim &&
+        const cv_out *o = find_out(by_name, p, t->name, t->file);
+        ok = o && strcmp(t->dtype, nvf_dtype_name(o->dtype)) == 0 && t->ndim == o->ndim &&
              memcmp(t->shape, o->shape, (size_t)o->ndim * sizeof *o->shape) == 0;
     }
     return ok;
@@ -326,9 +338,9 @@ int cv_journal_complete(cv_run *r, int *complete) {
         goto done;
     }
     for (size_t i = 0; i < m->n_tensors; i++) {
-        cv_out key = {.name = m->tensors[i].name}, *kp = &key;
-        cv_out **hit = bsearch(&kp, by_name, r->p->n_outs, sizeof *by_name, cmp_out_ptr);
-        (*hit)->crc32 = m->tensors[i].crc32; /* found: records_this checked every name */
+        /* found: records_this checked every (name, file) */
+        find_out(by_name, r->p, m->tensors[i].name, m->tensors[i].file)->crc32 =
+            m->tensors[i].crc32;
     }
     for (size_t s = 0; s < r->p->n_shards; s++) {
         cv_shard *sh = &r->p->shards[s];

@@ -14,7 +14,8 @@ expect() { # expect CODE PATTERN -- command...
 mkdir -p "$tmp/full" && echo x >"$tmp/full/keep.txt"
 expect 2 "not empty" -- "$NVFP4TOOL" convert "$src" "$tmp/full"
 [ -f "$tmp/full/keep.txt" ] || { echo "DST touched" >&2; exit 1; }
-expect 1 "not implemented" -- "$NVFP4TOOL" convert "$src" "$tmp/p" --target prepared-w4a16
+expect 2 "apply to the prepared targets only" -- "$NVFP4TOOL" convert "$src" "$tmp/p" --ep 2
+[ ! -e "$tmp/p" ] || { echo "a usage error created DST" >&2; exit 1; }
 expect 2 "target" -- "$NVFP4TOOL" convert "$src" "$tmp/p" --target nonsense
 expect 2 "SRC DST\|expected\|argument" -- "$NVFP4TOOL" convert "$src"
 echo '{"model.layers.0.mlp.experts.0.gate_proj": 0}' >"$tmp/zero.json"

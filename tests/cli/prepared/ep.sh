@@ -50,7 +50,8 @@ for r in range(4):
         assert "rank-%05d-of-00004/%s" % (r, f) in names, names
 PY
 fi
-expect 0 "" -- "$T" convert "$tmp/src" "$tmp/e4" "${opts[@]}" --ep 4 --max-shard-size 300KB --resume
+expect 0 "already holds this conversion, verified; nothing to do" -- "$T" convert "$tmp/src" \
+    "$tmp/e4" --method rtn --target prepared-w4a4 --ep 4 --max-shard-size 300KB --resume
 "$T" convert "$tmp/src" "$tmp/e4" "${opts[@]}" --ep 2 --force
 "$NVFP4_PYTHON" "$here/check_prepared.py" ranks "$tmp/e1" "$tmp/e4" 2 >/dev/null ||
     fail "--force --ep 2 over --ep 4"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# convert --target prepared-w4a16 (ep 1, 128x4) of a BF16 checkpoint with per-expert weights and
-# of an FP8-block one with fused experts, each checked by check_prepared.py against the modelopt
+# convert --target prepared-w4a16 (ep 1, 128x4) of a BF16 checkpoint with per-expert weights, of
+# an FP8-block one with fused experts and of the transformers-written Qwen3-MoE fixture, each checked by check_prepared.py against the modelopt
 # conversion of the same source: w13 rows one by one (up/gate in 64-row groups), scales
 # un-swizzled with the SPEC formula typed in the checker (padding 0), alpha == weight_scale_2,
 # every other tensor as modelopt writes it. `hash --check` passes, the manifest validates against
@@ -15,7 +15,8 @@ T=$NVFP4TOOL
 "$T" synth "$tmp/bf16" --preset qwen3-moe --dtype bf16 --layers 2 --experts 4 --quiet
 "$T" synth "$tmp/fp8" --preset deepseek-v3 --dtype fp8-block --experts 4 --fused-experts \
     --moe-intermediate 128 --quiet
-for src in bf16 fp8; do
+ln -s "$NVFP4_TESTDATA/hf/qwen3moe-bf16" "$tmp/hf" # written by transformers
+for src in bf16 fp8 hf; do
     "$T" convert "$tmp/$src" "$tmp/$src-mo" --quiet --method rtn
     "$T" convert "$tmp/$src" "$tmp/$src-prep" --quiet --method rtn --target prepared-w4a16
     "$NVFP4_PYTHON" "$here/check_prepared.py" compare "$tmp/$src-prep" "$tmp/$src-mo" \
