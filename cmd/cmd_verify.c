@@ -51,8 +51,9 @@ static const cli_spec k_spec = {
         "  finite      the layer's output has no NaN/Inf;\n"
         "  layout      (prepared checkpoints) the prepared-layout reader (method\n"
         "              cpu-prepared-reader; a GPU kernel takes its place later) against the\n"
-        "              linear NVFP4 values: the reference quantized with the recipe (--recipe,\n"
-        "              as convert used) when --reference is given, else the same bytes read\n"
+        "              linear NVFP4 values: the reference quantized with the conversion's\n"
+        "              recipe (CKPT/nvfp4-manifest.json; --recipe overrides) when --reference\n"
+        "              is given, else the same bytes read\n"
         "              through the layout's inverse functions (then it checks the reader, not\n"
         "              the values); W4A16; rel-L2 <= 1e-2 for the layer and every expert;\n"
         "  quality     (--reference) against the source in its own precision, routed by ITS\n"
@@ -118,8 +119,47 @@ static void print_table(const nvf_verify_report *r) {
            r->pass ? "PASS" : "FAIL");
 }
 
+/* Without --recipe: the quantization keys of the recipe the conversion used, from CKPT's
+ * nvfp4-manifest.json (SPEC section 5), so that the layout check quantizes the reference as the
+ * conversion did. No manifest, or none recorded: the defaults. */
+static int conversion_recipe(nvf_recipe *r, const char *ckpt) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/nvfp4-manifest.json", ckpt);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NVF_OK;
+    char *text = malloc(1 << 24);
+    size_t n = text ? fread(text, 1, (1 << 24) - 1, f) : 0;
+    fclose(f);
+    if (!text)
+        return nvf_error_set(NVF_E_NOMEM, "no memory");
+    text[n] = '\0';
+    cJSON *doc = cJSON_Parse(text);
+    free(text);
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(doc, "recipe"), "quantization");
+    static const char *const keys[][2] = {
+        {"method", "method"}, {"error", "error"}, {"error_domain", "error-domain"}};
+    int st = NVF_OK;
+    for (size_t i = 0; i < 3 && st == NVF_OK && cJSON_IsObject(q); i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(q, keys[i][0]);
+        if (cJSON_IsString(v))
+            st = nvf_recipe_set(r, keys[i][1], v->valuestring);
+    }
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(q, "e4m3_max");
+    if (st == NVF_OK && cJSON_IsNumber(e)) {
+        char num[32];
+        snprintf(num, sizeof num, "%d", e->valueint);
+        st = nvf_recipe_set(r, "e4m3-max", num);
+    }
+    if (st == NVF_OK && cJSON_IsObject(q))
+        nvf_log(NVF_LOG_INFO, "the reference is quantized with the recipe of %s", path);
+    cJSON_Delete(doc);
+    return st;
+}
+
 /* Options into `o` (the recipe's quantization and verify defaults under the flags). */
-static int options(nvf_verify_opts *o, int64_t **layers) {
+static int options(nvf_verify_opts *o, int64_t **layers, const char *ckpt) {
     memset(o, 0, sizeof *o);
     if (g_input && g_tokens)
         return cli_usage_error(&k_spec, "--input and --tokens exclude each other");
@@ -153,6 +193,8 @@ static int options(nvf_verify_opts *o, int64_t **layers) {
     int st = nvf_recipe_init(&r);
     if (st == NVF_OK && g_common.recipe)
         st = nvf_recipe_load(&r, g_common.recipe);
+    else if (st == NVF_OK && g_reference)
+        st = conversion_recipe(&r, ckpt);
     if (st == NVF_OK && g_tokens)
         st = nvf_recipe_set(&r, "tokens", g_tokens);
     if (st == NVF_OK && g_seed)
@@ -176,7 +218,7 @@ int cmd_verify(int argc, char **argv) {
         return rc;
     nvf_verify_opts o;
     int64_t *layers = NULL;
-    rc = options(&o, &layers);
+    rc = options(&o, &layers, pos[0]);
     if (rc != EXIT_OK) {
         free(layers);
         return rc;

@@ -54,6 +54,16 @@ PY
         done
     done
 done
+# A --method rtn conversion: verify quantizes the reference with the recipe recorded in the
+# manifest (layout rel-L2 0, exit 0); without the manifest it takes the default recipe (4over6),
+# whose values differ: the layout check fails (exit 3) unless --recipe names rtn.
+"$T" convert "$tmp/syn" "$tmp/rtn" --quiet --method rtn --target prepared-w4a16
+expect 0 "failed: PASS" -- "$T" verify "$tmp/rtn" --reference "$tmp/syn"
+grep -q "layout_rel_l2      0 " "$tmp/out" || fail "rtn: layout rel-L2 not 0: $(cat "$tmp/out")"
+rm "$tmp/rtn/nvfp4-manifest.json"
+expect 3 "failed: FAIL" -- "$T" verify "$tmp/rtn" --reference "$tmp/syn"
+printf 'quantization: {method: rtn}\n' >"$tmp/rtn.yaml"
+expect 0 "failed: PASS" -- "$T" verify "$tmp/rtn" --reference "$tmp/syn" --recipe "$tmp/rtn.yaml"
 # DeepSeek-V3's layer 0 is dense: only layer 1 is verified
 "$NVFP4_PYTHON" -c 'import json,sys; r=json.load(open(sys.argv[1])); assert [l["layer"] for l in r["layers"]] == [1], r["layers"]' \
     <("$T" verify "$tmp/deepseek_v3-pr" --json 2>/dev/null)
