@@ -182,22 +182,35 @@ int cv_plan_whole_pieces(cv_plan *p);
 /** Set every quantization job's input_scale from the --input-amax file (or 1.0). */
 int cv_plan_input_scales(cv_plan *p, const char *path);
 
-/* Shard writer: the safetensors header, then pieces of tensors in any order, into
- * NAME.tmp; at the end the file is read back (from the page cache) for its SHA-256 and every
- * tensor's CRC-32 on the core pool, then fsynced, renamed, and the directory fsynced. */
+/* Shard writer: the safetensors header, then pieces of tensors in any order, into NAME.tmp. Two
+ * threads share it: the writer (open, write_at, publish, then close or cancel) and a hasher
+ * (finish), which reads the file back from the page cache for its SHA-256 (following the
+ * written prefix as the writer publishes it) and every tensor's CRC-32 (on the core pool once
+ * closed), then fsyncs, renames and fsyncs the directory. */
 typedef struct cv_writer cv_writer;
 
 /** Start shard `shard` of `p` in `dir` (its NAME.tmp). @return 0 or a status; NULL on failure. */
 int cv_writer_open(cv_writer **out, const char *dir, const cv_plan *p, size_t shard);
 /** Write bytes [off, off + len) of output `out` (a plan index, in the writer's shard), in any
- * order; each byte exactly once. One thread at a time. @return 0 or a status. */
+ * order; each byte exactly once. Writer thread only. @return 0 or a status. */
 int cv_writer_write_at(cv_writer *w, size_t out, uint64_t off, const void *data, size_t len);
+/** Let the hasher read the tensors complete from the shard's first on (after a job).
+ * @return 0 or NVF_E_IO. */
+int cv_writer_publish(cv_writer *w, const cv_plan *p);
 /**
- * Finish: check every byte of every tensor was written (NVF_E_INVALID naming the first that was
- * not), read the file back for its SHA-256 and the tensors' CRC-32 (stopping with
- * NVF_E_INTERRUPTED when quit(ctx) is non-zero; quit may be NULL), fsync, rename, directory
- * fsync. Records size and SHA-256 in the shard and the CRCs in its outputs of `p` (which only
- * this call touches). Frees the writer; on failure the temporary file is removed.
+ * Every job of the shard is written: check every byte of every tensor was (NVF_E_INVALID naming
+ * the first that was not) and let the hasher finish. On failure the shard is cancelled. The
+ * writer thread must not touch `w` after this call or cv_writer_cancel() (finish frees it).
+ */
+int cv_writer_close(cv_writer *w, const cv_plan *p);
+/** The shard will not be completed: finish removes it. NULL is fine. */
+void cv_writer_cancel(cv_writer *w);
+/**
+ * The hasher: SHA-256 of the file as the writer publishes it, then, once closed, the tensors'
+ * CRC-32s, fsync, rename, directory fsync. Records size and SHA-256 in the shard and the CRCs in
+ * its outputs of `p` (which only this call touches). Stops with NVF_E_INTERRUPTED when quit(ctx)
+ * is non-zero (quit may be NULL) or the shard is cancelled. Frees the writer; on failure the
+ * temporary file is removed. May run on the writer thread after cv_writer_close().
  */
 int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx);
 /** Remove the temporary file and free; NULL is fine. */

@@ -6,11 +6,11 @@
  *     exceed --max-host-memory (one job always proceeds);
  *   - the writer thread takes the jobs in order and writes each job's pieces of output tensors
  *     at their offsets (copied tensors are streamed from the source mapping in chunks); a shard
- *     whose jobs are all written goes to the hashers (at most HASHERS pending: the writer waits
- *     beyond that) and the writer moves on to the next;
- *   - the hasher threads read each written shard back once from the page cache for its
- *     SHA-256 and tensor CRC-32s (on the core pool), rename it into place and record it in the
- *     journal (under a mutex), several shards side by side;
+ *     goes to a hasher as it is opened (at most HASHERS pending: the writer waits beyond that),
+ *     is published after every job and closed after its last, and the writer moves on;
+ *   - the hasher threads read each shard back once from the page cache: its SHA-256 follows
+ *     the published bytes, its tensor CRC-32s run on the core pool once it is closed; then it
+ *     is renamed into place and recorded in the journal (under a mutex), several side by side;
  *   - the SHA-256 of every source file for the manifest, computed beside them as a task of the
  *     core pool.
  * Source pages are released (MADV_DONTNEED) once consumed, so the resident set stays bounded by
@@ -190,8 +190,8 @@ static int hash_quit(void *ctx);
 
 /* Hashers ---------------------------------------------------------------------------------- */
 
-/* Hand the written shard to the hashers, waiting while HASHERS are pending. When failing, the
- * shard is dropped (its temporary file removed). */
+/* Hand the shard just opened to the hashers, waiting while HASHERS are pending. When failing,
+ * the shard is dropped here (its temporary file removed). @return non-zero when failing. */
 static int hand_to_hashers(pipeline *pl, cv_writer *w, size_t si) {
     pthread_mutex_lock(&pl->mu);
     while (pl->pending >= HASHERS && !pl->failed && !pl->abort)
@@ -209,9 +209,9 @@ static int hand_to_hashers(pipeline *pl, cv_writer *w, size_t si) {
 }
 
 /*
- * A hasher: takes written shards and finishes them (read back for the SHA-256 and CRC-32s,
- * fsync, rename), then records each in the journal, which so only ever lists shards complete
- * under their final name. Once the conversion fails, queued shards are dropped.
+ * A hasher: takes a shard as the writer opens it and finishes it (its SHA-256 following the
+ * writer, then the CRC-32s, fsync, rename), then records it in the journal, which so only ever
+ * lists shards complete under their final name. Once the conversion fails, shards are dropped.
  */
 static void *hasher_main(void *arg) {
     pipeline *pl = arg;
@@ -225,14 +225,10 @@ static void *hasher_main(void *arg) {
             return NULL;
         }
         pending_shard ps = pl->fin[pl->fin_head++ % HASHERS];
-        int failing = pl->failed || pl->abort;
         pthread_mutex_unlock(&pl->mu);
-        int rc = NVF_OK;
-        if (failing)
-            cv_writer_abort(ps.w);
-        else
-            rc = cv_writer_finish(ps.w, r->p, hash_quit, pl);
-        if (!failing && rc == NVF_OK) {
+        /* When failing, finish stops at once (hash_quit) and removes the shard. */
+        int rc = cv_writer_finish(ps.w, r->p, hash_quit, pl);
+        if (rc == NVF_OK) {
             pthread_mutex_lock(&pl->prog_mu);
             r->p->shards[ps.shard].written = 1;
             rc = cv_journal_add(r, ps.shard);
@@ -240,7 +236,7 @@ static void *hasher_main(void *arg) {
             report(r, 0);
             pthread_mutex_unlock(&pl->prog_mu);
         }
-        if (rc != NVF_OK)
+        if (rc != NVF_OK && rc != NVF_E_INTERRUPTED)
             fail(pl, rc);
         pthread_mutex_lock(&pl->mu);
         pl->pending--;
@@ -275,10 +271,16 @@ static void *writer_main(void *arg) {
             open_shard = j->shard;
             jobs_in_shard = 0;
             rc = cv_writer_open(&w, r->opt->dst, p, open_shard);
+            if (rc == NVF_OK && hand_to_hashers(pl, w, open_shard)) {
+                w = NULL; /* failing elsewhere: dropped */
+                break;
+            }
         }
         if (rc == NVF_OK)
             rc = it.buf ? write_buffered(pl, w, j, it.buf) : write_copy(pl, w, j);
         free(it.buf);
+        if (rc == NVF_OK)
+            rc = cv_writer_publish(w, p);
         pthread_mutex_lock(&pl->mu);
         pl->head++;
         pl->inflight -= it.cost;
@@ -286,10 +288,8 @@ static void *writer_main(void *arg) {
         pthread_cond_broadcast(&pl->cv);
         pthread_mutex_unlock(&pl->mu);
         if (rc == NVF_OK && ++jobs_in_shard == p->shards[open_shard].n_jobs) {
-            cv_writer *done = w;
-            w = NULL;
-            if (hand_to_hashers(pl, done, open_shard))
-                break;
+            rc = cv_writer_close(w, p);
+            w = NULL; /* the hasher's now, closed or cancelled */
         }
         if (rc != NVF_OK) {
             fail(pl, rc);
@@ -297,7 +297,7 @@ static void *writer_main(void *arg) {
         }
         progress(pl, 0, 0, 1);
     }
-    cv_writer_abort(w);
+    cv_writer_cancel(w); /* a shard left open: its hasher removes it */
     return NULL;
 }
 

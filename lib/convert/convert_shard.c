@@ -1,11 +1,14 @@
 /*
  * The shard writer of convert: the safetensors writer of lib/io in its positional mode. Jobs
  * write pieces of tensors at offsets, in any order (into NAME.tmp); every byte of every
- * tensor is counted, so a shard with a byte missing or written twice fails at the finish. The
- * finish reads the file back once (it is in the page cache) for the file's SHA-256 and every
- * tensor's CRC-32, on the core pool: one task hashes the file from start to end (SHA-256 is
- * sequential), the others compute the CRCs of runs of tensors side by side. Then the safetensors
- * writer's fsync + rename + directory fsync, so a shard under its final name is always complete.
+ * tensor is counted, so a shard with a byte missing or written twice fails when it is closed.
+ * Two threads share a shard: the writer (open, write_at, publish after each job, close) and a
+ * hasher (finish). The file is read back once (from the page cache): the hasher's SHA-256 of
+ * the file follows the written prefix (the tensors complete from the first on, published by
+ * the writer) while the writer goes on, so only the last bytes are left when the shard is
+ * closed; then the tensors' CRC-32s on the core pool (runs of tensors side by side), and the
+ * safetensors writer's fsync + rename + directory fsync, so a shard under its final name is
+ * always complete.
  */
 #include "convert_internal.h"
 
@@ -13,9 +16,12 @@
 #include "nvfp4/pool.h"
 #include "nvfp4/status.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Bytes read back per pread: a few MiB, large enough to amortize the call. */
 #define READ_CHUNK ((size_t)4 << 20)
@@ -27,9 +33,17 @@ struct cv_writer {
     nvf_st_writer *st;
     size_t shard;
     size_t first_out, n_out;
-    uint64_t *done; /* bytes written of each output of the shard */
+    uint64_t *done;  /* bytes written of each output of the shard (the writer's) */
+    size_t next_out; /* outputs [0, next_out) are complete (the writer's) */
     char name[64];
+    /* Between the writer and the hasher, under mu: */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t ready; /* file bytes [0, ready) are written out */
+    int state;      /* OPEN, CLOSED (every byte written), CANCELLED */
 };
+
+enum { OPEN = 0, CLOSED, CANCELLED };
 
 int cv_writer_open(cv_writer **out, const char *dir, const cv_plan *p, size_t shard) {
     *out = NULL;
@@ -41,9 +55,14 @@ int cv_writer_open(cv_writer **out, const char *dir, const cv_plan *p, size_t sh
     if (w)
         w->done = calloc(s->n_out ? s->n_out : 1, sizeof *w->done);
     if (!entries || !w || !w->done || !path) {
+        free(w ? w->done : NULL);
+        free(w);
+        w = NULL;
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for the shard '%s'", s->name);
         goto done;
     }
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
     w->shard = shard;
     w->first_out = s->first_out;
     w->n_out = s->n_out;
@@ -86,6 +105,54 @@ int cv_writer_write_at(cv_writer *w, size_t out, uint64_t off, const void *data,
     return rc;
 }
 
+/* Raise what the hasher may read to `ready` and set the shard's state (OPEN: unchanged). */
+static void set_ready(cv_writer *w, uint64_t ready, int state) {
+    pthread_mutex_lock(&w->mu);
+    if (ready > w->ready)
+        w->ready = ready;
+    if (state != OPEN)
+        w->state = state;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int cv_writer_publish(cv_writer *w, const cv_plan *p) {
+    size_t k = w->next_out;
+    while (k < w->n_out && w->done[k] == p->outs[w->first_out + k].bytes)
+        k++;
+    if (k == w->next_out)
+        return NVF_OK;
+    int rc = nvf_st_writer_flush(w->st);
+    if (rc != NVF_OK)
+        return rc;
+    w->next_out = k;
+    set_ready(w,
+              k < w->n_out ? nvf_st_writer_tensor_offset(w->st, k) : nvf_st_writer_file_size(w->st),
+              OPEN);
+    return NVF_OK;
+}
+
+int cv_writer_close(cv_writer *w, const cv_plan *p) {
+    int rc = NVF_OK;
+    for (size_t i = 0; rc == NVF_OK && i < w->n_out; i++)
+        if (w->done[i] != p->outs[w->first_out + i].bytes)
+            rc = nvf_error_set(NVF_E_INVALID,
+                               "shard '%s': %llu of the %llu bytes of tensor '%s' were written",
+                               w->name, (unsigned long long)w->done[i],
+                               (unsigned long long)p->outs[w->first_out + i].bytes,
+                               p->outs[w->first_out + i].name);
+    if (rc == NVF_OK)
+        rc = nvf_st_writer_complete(w->st);
+    set_ready(w, rc == NVF_OK ? nvf_st_writer_file_size(w->st) : 0,
+              rc == NVF_OK ? CLOSED : CANCELLED);
+    return rc;
+}
+
+void cv_writer_cancel(cv_writer *w) {
+    if (w)
+        set_ready(w, 0, CANCELLED);
+}
+
 /* The read-back ---------------------------------------------------------------------------- */
 
 typedef struct hash_job {
@@ -105,12 +172,39 @@ static int quitting(const hash_job *h) {
                : NVF_OK;
 }
 
-/* SHA-256 of the whole file, from start to end. */
+/* Wait until the writer has written out bytes past `at` (or closed or cancelled the shard),
+ * waking now and then to check quit. @return the bytes ready, or 0 when cancelled. */
+static uint64_t wait_ready(hash_job *h, uint64_t at, int *rc) {
+    cv_writer *w = h->w;
+    pthread_mutex_lock(&w->mu);
+    while (w->ready <= at && w->state == OPEN && (*rc = quitting(h)) == NVF_OK) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+    }
+    uint64_t ready = w->state == CANCELLED ? 0 : w->ready;
+    pthread_mutex_unlock(&w->mu);
+    if (*rc == NVF_OK && ready == 0)
+        *rc = nvf_error_set(NVF_E_INTERRUPTED, "shard '%s' was not finished", w->name);
+    return ready;
+}
+
+/* SHA-256 of the whole file, from start to end, following the bytes the writer publishes. */
 static int hash_sha(hash_job *h, uint8_t *buf) {
     nvf_sha256 *sha = nvf_sha256_new();
     int rc = sha ? NVF_OK : nvf_error_code();
+    uint64_t ready = 0;
     for (uint64_t at = 0; rc == NVF_OK && at < h->file_bytes;) {
-        size_t k = h->file_bytes - at < READ_CHUNK ? (size_t)(h->file_bytes - at) : READ_CHUNK;
+        if (ready <= at)
+            ready = wait_ready(h, at, &rc);
+        if (rc != NVF_OK)
+            break;
+        size_t k = ready - at < READ_CHUNK ? (size_t)(ready - at) : READ_CHUNK;
         rc = quitting(h);
         if (rc == NVF_OK)
             rc = nvf_st_writer_read_at(h->w->st, at, buf, k);
@@ -145,13 +239,13 @@ static int hash_crcs(hash_job *h, size_t g, uint8_t *buf) {
     return rc;
 }
 
-/* Task 0 hashes the file (the longest: it is started first), task g + 1 the CRCs of group g. */
-static int hash_task(void *ctx, size_t t) {
+/* CRC task g: the outputs of group g. */
+static int crc_task(void *ctx, size_t g) {
     hash_job *h = ctx;
     uint8_t *buf = malloc(READ_CHUNK);
     if (!buf)
         return nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", h->w->name);
-    int rc = t == 0 ? hash_sha(h, buf) : hash_crcs(h, t - 1, buf);
+    int rc = hash_crcs(h, g, buf);
     free(buf);
     return rc;
 }
@@ -159,20 +253,16 @@ static int hash_task(void *ctx, size_t t) {
 int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx) {
     cv_shard *s = &p->shards[w->shard];
     hash_job h = {.w = w, .p = p, .quit = quit, .ctx = ctx};
-    int rc = NVF_OK;
-    for (size_t i = 0; i < w->n_out; i++)
-        if (w->done[i] != p->outs[w->first_out + i].bytes) {
-            rc = nvf_error_set(NVF_E_INVALID,
-                               "shard '%s': %llu of the %llu bytes of tensor '%s' were written",
-                               w->name, (unsigned long long)w->done[i],
-                               (unsigned long long)p->outs[w->first_out + i].bytes,
-                               p->outs[w->first_out + i].name);
-            goto done;
-        }
-    rc = nvf_st_writer_complete(w->st);
+    h.file_bytes = nvf_st_writer_file_size(w->st);
+    /* The SHA-256 follows the writer; then, once closed, the CRCs side by side. */
+    uint8_t *buf = malloc(READ_CHUNK);
+    int rc =
+        buf ? hash_sha(&h, buf) : nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", w->name);
+    free(buf);
+    if (rc == NVF_OK) /* every byte hashed: wait for the writer's close (or cancel) */
+        (void)wait_ready(&h, h.file_bytes, &rc);
     if (rc != NVF_OK)
         goto done;
-    h.file_bytes = nvf_st_writer_file_size(w->st);
     h.group_first = calloc(w->n_out + 1, sizeof *h.group_first);
     if (!h.group_first) {
         rc = nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", w->name);
@@ -187,7 +277,7 @@ int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx) {
             acc = 0;
     }
     h.group_first[h.n_groups] = w->n_out;
-    rc = nvf_pool_run(nvf_pool_global(), 1 + h.n_groups, 0, hash_task, &h);
+    rc = nvf_pool_run(nvf_pool_global(), h.n_groups, 0, crc_task, &h);
     if (rc == NVF_OK) {
         rc = nvf_st_writer_finish(w->st);
         w->st = NULL; /* finish frees it, whatever the outcome */
@@ -198,6 +288,12 @@ int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx) {
     }
 done:
     free(h.group_first);
+    /* The writer may still be writing a shard that fails here: it is freed only once the
+     * writer has let go of it (closed or cancelled; a failing conversion cancels it). */
+    pthread_mutex_lock(&w->mu);
+    while (w->state == OPEN)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
     cv_writer_abort(w);
     return rc;
 }
@@ -206,6 +302,8 @@ void cv_writer_abort(cv_writer *w) {
     if (!w)
         return;
     nvf_st_writer_abort(w->st);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
     free(w->done);
     free(w);
 }

@@ -371,12 +371,18 @@ int nvf_st_writer_complete(nvf_st_writer *w) {
     return rc;
 }
 
+int nvf_st_writer_flush(nvf_st_writer *w) {
+    if (w->failed)
+        return nvf_error_set(w->failed, "cannot write '%s': an earlier write failed", w->tmp);
+    return writer_flush(w);
+}
+
 int nvf_st_writer_read_at(const nvf_st_writer *w, uint64_t off, void *buf, size_t len) {
-    if (!w->complete || w->fd < 0 || off > w->file_size || len > w->file_size - off)
+    if (off > w->file_size || len > w->file_size - off)
         return nvf_error_set(NVF_E_INVALID,
                              "safetensors writer: cannot read bytes [%" PRIu64 ", %" PRIu64
-                             ") of '%s' (%s)",
-                             off, off + len, w->tmp, w->complete ? "outside it" : "not complete");
+                             ") of '%s' (%" PRIu64 " bytes)",
+                             off, off + len, w->tmp, w->file_size);
     uint8_t *p = buf;
     for (size_t k = 0; k < len;) {
         ssize_t r = pread(w->fd, p + k, len - k, (off_t)(off + k));

@@ -14,6 +14,7 @@
 #include <openssl/sha.h>
 #include <zlib.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,7 @@ static char *write_pieces(const char *dir, const piece *ps, size_t n, size_t *le
     for (size_t i = 0; i < n; i++)
         CHECK(cv_writer_write_at(w, ps[i].out, ps[i].off, g_data[ps[i].out] + ps[i].off,
                                  (size_t)ps[i].len) == NVF_OK);
+    CHECK(cv_writer_close(w, &p) == NVF_OK);
     CHECK(cv_writer_finish(w, &p, NULL, NULL) == NVF_OK);
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, sh.name);
@@ -180,8 +182,9 @@ static void test_incomplete(const char *dir) {
     for (int i = 0; i < N_OUT; i++) /* all but the last byte of tensor 3 */
         CHECK(cv_writer_write_at(w, (size_t)i, 0, g_data[i], (size_t)g_bytes[i] - (i == 3)) ==
               NVF_OK);
-    CHECK(cv_writer_finish(w, &p, NULL, NULL) == NVF_E_INVALID);
+    CHECK(cv_writer_close(w, &p) == NVF_E_INVALID);
     CHECK(strstr(nvf_error_last(), "t3.weight") != NULL);
+    CHECK(cv_writer_finish(w, &p, NULL, NULL) != NVF_OK);
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, sh.name);
     CHECK(access(path, F_OK) != 0);
@@ -192,6 +195,78 @@ static void test_incomplete(const char *dir) {
     CHECK(cv_writer_write_at(w, N_OUT, 0, g_data[0], 1) == NVF_E_INVALID);
     cv_writer_abort(w);
     CHECK(access(path, F_OK) != 0);
+}
+
+/* The writer thread of the two: pieces in order, published after each, then close (or, with
+ * `cancel`, cancel halfway). */
+typedef struct writer_arg {
+    cv_writer *w;
+    cv_plan *p;
+    const piece *ps;
+    size_t n;
+    int cancel;
+    int rc;
+} writer_arg;
+
+static void *writer_thread(void *arg) {
+    writer_arg *a = arg;
+    a->rc = NVF_OK;
+    for (size_t i = 0; a->rc == NVF_OK && i < a->n; i++) {
+        if (a->cancel && i == a->n / 2) {
+            cv_writer_cancel(a->w);
+            return NULL;
+        }
+        a->rc = cv_writer_write_at(a->w, a->ps[i].out, a->ps[i].off,
+                                   g_data[a->ps[i].out] + a->ps[i].off, (size_t)a->ps[i].len);
+        if (a->rc == NVF_OK)
+            a->rc = cv_writer_publish(a->w, a->p);
+        usleep(200);
+    }
+    if (a->rc == NVF_OK)
+        a->rc = cv_writer_close(a->w, a->p);
+    return NULL;
+}
+
+/* The hasher follows a writer on another thread: the same bytes and hashes as one thread; a
+ * cancelled shard leaves no file. */
+static void test_threads(const char *dir) {
+    piece *ps = malloc(4096 * sizeof *ps);
+    CHECK(ps != NULL);
+    size_t n = cut(ps);
+    size_t ref_len = 0, len = 0;
+    char *ref = write_pieces(dir, ps, n, &ref_len);
+    for (int cancel = 0; cancel < 2; cancel++) {
+        cv_plan p;
+        cv_out outs[N_OUT];
+        cv_shard sh;
+        make_plan(&p, outs, &sh);
+        writer_arg a = {.p = &p, .ps = ps, .n = n, .cancel = cancel};
+        CHECK(cv_writer_open(&a.w, dir, &p, 0) == NVF_OK);
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, writer_thread, &a) == 0);
+        int rc = cv_writer_finish(a.w, &p, NULL, NULL);
+        pthread_join(t, NULL);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, sh.name);
+        if (cancel) {
+            CHECK(rc == NVF_E_INTERRUPTED);
+            CHECK(access(path, F_OK) != 0);
+            continue;
+        }
+        CHECK(rc == NVF_OK && a.rc == NVF_OK);
+        char *got = read_file(path, &len);
+        CHECK(len == ref_len && memcmp(got, ref, len) == 0);
+        unsigned char md[SHA256_DIGEST_LENGTH];
+        SHA256((const unsigned char *)got, len, md);
+        char hex[65];
+        for (int i = 0; i < 32; i++)
+            snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        CHECK(strcmp(hex, sh.sha256) == 0);
+        CHECK(unlink(path) == 0);
+        free(got);
+    }
+    free(ref);
+    free(ps);
 }
 
 int main(void) {
@@ -208,6 +283,9 @@ int main(void) {
     snprintf(sub, sizeof sub, "%s/incomplete", dir);
     CHECK(mkdir(sub, 0755) == 0);
     test_incomplete(sub);
+    snprintf(sub, sizeof sub, "%s/threads", dir);
+    CHECK(mkdir(sub, 0755) == 0);
+    test_threads(sub);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);

@@ -112,16 +112,20 @@ int nvf_st_writer_write_at(nvf_st_writer *w, size_t tensor, uint64_t off, const 
 
 /**
  * Check that every declared byte was written (per tensor for nvf_st_writer_write_at) and write
- * out what is buffered; after it the writer takes no more data and nvf_st_writer_read_at()
- * reads the temporary file back. Idempotent. @return 0, NVF_E_INVALID naming the first tensor
- * not fully written (the writer then fails), NVF_E_IO.
+ * out what is buffered; after it the writer takes no more data. Idempotent. @return 0,
+ * NVF_E_INVALID naming the first tensor not fully written (the writer then fails), NVF_E_IO.
  */
 int nvf_st_writer_complete(nvf_st_writer *w);
 
+/** Write out the bytes gathered so far (they become visible to nvf_st_writer_read_at()).
+ * @return 0 or NVF_E_IO. */
+int nvf_st_writer_flush(nvf_st_writer *w);
+
 /**
- * Read bytes [off, off + len) of the file (header included) back from PATH.tmp, after
- * nvf_st_writer_complete(); safe from several threads at once (pread).
- * @return 0, NVF_E_INVALID (not complete, or outside the file), NVF_E_IO.
+ * Read bytes [off, off + len) of the file (header included) back from PATH.tmp: bytes already
+ * written out (nvf_st_writer_flush, nvf_st_writer_complete). Safe from other threads while one
+ * thread writes other bytes (pread); the caller orders it after the writes it reads.
+ * @return 0, NVF_E_INVALID (outside the file), NVF_E_IO.
  */
 int nvf_st_writer_read_at(const nvf_st_writer *w, uint64_t off, void *buf, size_t len);
 
