@@ -93,6 +93,15 @@ static void test_sigmoid_topk(void) {
     s.renormalize = 1;
     CHECK(nvf_moe_route_ref(ids, w, l, b, 1, &s) == 0);
     CHECK_NEAR(w[0], sig(-1) / (sig(-1) + sig(1)));
+    /* a NaN score is never chosen; with too few candidates the rest are -1 with weight 0 */
+    const float ln[4] = {NAN, 1, 0, NAN};
+    int32_t ids3[3];
+    float w3[3];
+    s.top_k = 3;
+    s.renormalize = 0;
+    CHECK(nvf_moe_route_ref(ids3, w3, ln, NULL, 1, &s) == 0);
+    CHECK(ids3[0] == 1 && ids3[1] == 2 && ids3[2] == -1 && w3[2] == 0.0f);
+    CHECK_NEAR(w3[1], 0.5);
 }
 
 static void test_deepseek_v3(void) {
