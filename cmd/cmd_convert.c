@@ -28,7 +28,7 @@ static int g_keep_source, g_resume, g_force, g_allow_nonfinite, g_allow_empty, g
 
 static const cli_opt k_opts[] = {
     {"target", "FORMAT", CLI_STRING, &g_target,
-     "modelopt (default); prepared-w4a16|prepared-w4a4 are not implemented yet"},
+     "modelopt (default), prepared-w4a16 or prepared-w4a4 (kernel-ready MoE shards)"},
     {"include", "GLOB", CLI_LIST, &g_include,
      "quantize tensors matching GLOB (default *.mlp.experts.*)"},
     {"exclude", "GLOB", CLI_LIST, &g_exclude, "never quantize tensors matching GLOB"},
@@ -50,9 +50,9 @@ static const cli_opt k_opts[] = {
      "override quantization.error_domain: scaled|original"},
     {"e4m3-max", "256|448", CLI_STRING, &g_e4m3_max, "override quantization.e4m3_max"},
     {"scale-layout", "128x4|8x4", CLI_STRING, &g_scale_layout,
-     "prepared targets' scale layout: not supported yet (only the default 128x4)"},
+     "prepared targets' block-scale layout (default 128x4)"},
     {"ep", "N", CLI_STRING, &g_ep,
-     "prepared targets' expert-parallel ranks: not supported yet (1)"},
+     "prepared targets: N expert-parallel ranks, one rank-0000r-of-0000N/ each (default 1)"},
     {"allow-nonfinite", NULL, CLI_FLAG, &g_allow_nonfinite,
      "pass NaN/Inf through instead of failing"},
     {"allow-empty", NULL, CLI_FLAG, &g_allow_empty,
@@ -108,6 +108,13 @@ static const cli_spec k_spec = {
         "index, config.json, hf_quant_config.json, copies the other files of SRC, and\n"
         "nvfp4-manifest.json last. Streaming with bounded memory. A single shard file takes\n"
         "config.json and the side files from its directory (none there: exit 2).\n"
+        "--target prepared-w4a16|prepared-w4a4 writes per MoE layer P.experts.w13_weight (up/gate\n"
+        "rows interleaved in groups of 64), w13_weight_scale (swizzled, --scale-layout),\n"
+        "w13_alpha, w2_weight, w2_weight_scale, w2_alpha (W4A4: w13_input_scale,\n"
+        "fc2_input_scale), dense linears as weight, weight_scale (swizzled), alpha; no\n"
+        "hf_quant_config.json. --ep N splits the experts over N rank directories, each a\n"
+        "checkpoint of its own, under one manifest. I not a multiple of 64, or E not divisible\n"
+        "by N: exit 2 before anything is written.\n"
         "DST is locked while a conversion runs (DST/.nvfp4-convert.lock, removed at the end):\n"
         "a second conversion into it stops with exit 1. With --resume or --force, DST may hold\n"
         "only files the conversion writes (anything else: exit 2).\n"

@@ -299,7 +299,7 @@ static int is_any(const char *name, const void *ctx) {
 }
 
 static int stale_rank(const char *path, const char *name, const void *plan) {
-    char prefix[64];
+    char prefix[300]; /* a directory entry name (at most 255 bytes) and '/' */
     snprintf(prefix, sizeof prefix, "%s/", name);
     stale_ctx c = {plan, prefix};
     int used = 0;

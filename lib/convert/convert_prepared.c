@@ -72,7 +72,8 @@ static uint8_t *put_w13(uint8_t *p, const cv_job *j, uint8_t *const *packed, uin
     int split = m0->split;
     int64_t I = split ? m0->src.rows / 2 : m0->src.rows, H = m0->src.cols;
     int64_t kc = H / NVF_BLOCK, rb = H / 2;
-    const uint8_t *wp[2], *sp[2]; /* indexed by NVF_PROJ_GATE (0), NVF_PROJ_UP (1) */
+    /* indexed by NVF_PROJ_GATE (0), NVF_PROJ_UP (1) */
+    const uint8_t *wp[2] = {packed[0], packed[0]}, *sp[2] = {scales[0], scales[0]};
     if (split) {
         wp[0] = packed[0];
         wp[1] = packed[0] + I * rb;
