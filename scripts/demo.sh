@@ -2,8 +2,10 @@
 # The main job on the built-in default: synthesize a small DeepSeek-V3-like FP8 checkpoint,
 # inspect it, convert it to ModelOpt NVFP4 (printing the conversion summary), check the output
 # against its manifest and inspect it; then the same source as kernel-ready prepared-w4a16 shards
-# split over 2 expert-parallel ranks, checked and inspected. Later stages (verify, validate) join
-# as they land.
+# split over 2 expert-parallel ranks, checked and inspected; then a one-rank prepared-w4a16
+# conversion verified against the source (passes, exit 0) and a copy broken on purpose (one
+# expert's weight nibbles swapped: fails, exit 3, naming the layer and expert). validate joins as
+# it lands.
 #   scripts/demo.sh [WORKDIR]      (default: out/demo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,5 +36,20 @@ echo "== hash --check $work/prepared (both ranks against the one manifest)" >&2
 echo "== inspect $work/prepared, then its rank 1" >&2
 "$tool" inspect "$work/prepared"
 "$tool" inspect "$work/prepared/rank-00001-of-00002" --summary | sed -n '1,4p'
+echo "== convert $work/src -> $work/prepared1 (--target prepared-w4a16)" >&2
+"$tool" convert "$work/src" "$work/prepared1" --target prepared-w4a16 --quiet
+echo "== verify $work/prepared1 --reference $work/src" >&2
+rc=0
+"$tool" verify "$work/prepared1" --reference "$work/src" || rc=$?
+echo "verify exit code: $rc (0: every MoE layer passed)" >&2
+[ "$rc" -eq 0 ] || exit 1
+if command -v python3 >/dev/null; then
+    echo "== verify a broken copy: layer 2, expert 5's weight nibbles swapped within bytes" >&2
+    python3 tests/cli/verify/break_ckpt.py "$work/prepared1" "$work/broken" nibbles 2 5
+    rc=0
+    "$tool" verify "$work/broken" --reference "$work/src" --layers 2 || rc=$?
+    echo "verify exit code: $rc (3: verification failed, as it must)" >&2
+    [ "$rc" -eq 3 ] || exit 1
+fi
 echo "demo: $work/nvfp4 is a ModelOpt NVFP4 checkpoint, $work/prepared its kernel-ready" \
     "prepared-w4a16 form in 2 ranks; see their nvfp4-manifest.json" >&2

@@ -288,3 +288,49 @@ int nvf_moe_forward_ref(float *y, const float *x, int64_t t, int64_t hidden,
     free(ys);
     return rc;
 }
+
+int nvf_moe_route_layer(int32_t *ids, float *weights, const float *x, int64_t t, int64_t hidden,
+                        const nvf_moe_spec *spec, nvf_moe_weights *w) {
+    if (hidden != w->hidden || spec->n_experts != w->n_experts)
+        return nvf_error_set(NVF_E_SHAPE,
+                             "activations of hidden size %" PRId64 " and %" PRId64
+                             " experts; the layer has %" PRId64 " and %" PRId64,
+                             hidden, spec->n_experts, w->hidden, w->n_experts);
+    int64_t n_e = spec->n_experts;
+    float *logits = malloc((size_t)(t * n_e) * sizeof *logits + 1);
+    float *bias = w->has_bias ? malloc((size_t)n_e * sizeof *bias) : NULL;
+    int rc = logits && (bias || !w->has_bias) ? NVF_OK : nvf_error_set(NVF_E_NOMEM, "no memory");
+    if (rc == NVF_OK)
+        rc = router_logits(logits, x, t, hidden, n_e, w);
+    if (rc == NVF_OK && bias)
+        rc = nvf_moe_weights_bias(w, bias);
+    if (rc == NVF_OK)
+        rc = nvf_moe_route_ref(ids, weights, logits, bias, t, spec);
+    free(logits);
+    free(bias);
+    return rc;
+}
+
+int nvf_moe_expert_ref(float *y, const float *x, int64_t rows, int64_t hidden,
+                       const nvf_moe_spec *spec, nvf_moe_weights *w, int64_t expert,
+                       const nvf_moe_opts *o) {
+    if (hidden != w->hidden)
+        return nvf_error_set(NVF_E_SHAPE,
+                             "activations have hidden size %" PRId64 ", the layer %" PRId64, hidden,
+                             w->hidden);
+    nvf_moe_matrix m[3];
+    int rc = nvf_moe_weights_get(w, m, NVF_MOE_PART_EXPERT, expert);
+    if (rc != NVF_OK)
+        return rc;
+    float *a = malloc((size_t)rows * (size_t)hidden * sizeof *a + 1);
+    rc = check_mlp(m, hidden, spec, "expert", expert);
+    if (rc == NVF_OK && !a)
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory");
+    if (rc == NVF_OK) {
+        memcpy(a, x, (size_t)rows * (size_t)hidden * sizeof *a);
+        rc = mlp(y, a, rows, m, spec, o, row_amax(x, rows * hidden));
+    }
+    free(a);
+    free3(m);
+    return rc;
+}

@@ -278,20 +278,15 @@ static void find_shared(ckpt_provider *p) {
     p->shared_gate = nvf_ckpt_find_index(p->ck, name);
 }
 
-int nvf_moe_weights_open(nvf_moe_weights **out, const nvf_ckpt *ck, int64_t layer,
-                         nvf_moe_precision precision, const nvf_quant_params *quant) {
-    const nvf_moe_layer *l = NULL;
-    *out = NULL;
-    int rc = find_layer(&l, ck, layer);
-    if (rc == NVF_OK)
-        rc = check_readable(ck, l);
-    if (rc != NVF_OK)
-        return rc;
+/* The checkpoint provider of layer `l`, with `hidden` for a layer whose experts lib/ckpt does
+ * not map (prepared shards: H comes from their tensors). */
+static int open_ckpt(nvf_moe_weights **out, const nvf_ckpt *ck, const nvf_moe_layer *l,
+                     int64_t hidden, nvf_moe_precision precision, const nvf_quant_params *quant) {
     ckpt_provider *p = calloc(1, sizeof *p);
     if (!p)
         return nvf_error_set(NVF_E_NOMEM, "no memory");
     p->base.ops = &k_ckpt_ops;
-    p->base.hidden = l->hidden;
+    p->base.hidden = hidden;
     p->base.intermediate = l->intermediate;
     p->base.n_experts = l->n_experts;
     p->base.has_bias = l->has_router_bias;
@@ -310,6 +305,43 @@ int nvf_moe_weights_open(nvf_moe_weights **out, const nvf_ckpt *ck, int64_t laye
     }
     *out = &p->base;
     return NVF_OK;
+}
+
+int moe_ckpt_open_layer(nvf_moe_weights **out, const nvf_ckpt *ck, const nvf_moe_layer *l,
+                        int64_t hidden) {
+    nvf_quant_params q;
+    memset(&q, 0, sizeof q);
+    *out = NULL;
+    if (!l->has_router)
+        return nvf_error_set(NVF_E_FORMAT, "%s: MoE layer has no router '%s.mlp.gate.weight'",
+                             l->prefix, l->prefix);
+    return open_ckpt(out, ck, l, hidden, NVF_MOE_PRECISION_BF16, &q);
+}
+
+static int open_layer(nvf_moe_weights **out, const nvf_ckpt *ck, int64_t layer,
+                      nvf_moe_precision precision, const nvf_quant_params *quant, int inverse) {
+    const nvf_moe_layer *l = NULL;
+    *out = NULL;
+    int rc = find_layer(&l, ck, layer);
+    if (rc == NVF_OK && ck->quant.format == NVF_CKPT_FORMAT_PREPARED)
+        return moe_prepared_open(out, ck, l, inverse);
+    if (rc == NVF_OK && inverse)
+        rc = nvf_error_set(NVF_E_INVALID, "%s is not a prepared checkpoint (format %s)", ck->path,
+                           nvf_ckpt_format_name(ck->quant.format));
+    if (rc == NVF_OK)
+        rc = check_readable(ck, l);
+    if (rc != NVF_OK)
+        return rc;
+    return open_ckpt(out, ck, l, l->hidden, precision, quant);
+}
+
+int nvf_moe_weights_open(nvf_moe_weights **out, const nvf_ckpt *ck, int64_t layer,
+                         nvf_moe_precision precision, const nvf_quant_params *quant) {
+    return open_layer(out, ck, layer, precision, quant, 0);
+}
+
+int nvf_moe_weights_open_inverse(nvf_moe_weights **out, const nvf_ckpt *ck, int64_t layer) {
+    return open_layer(out, ck, layer, NVF_MOE_PRECISION_W4A16, NULL, 1);
 }
 
 void nvf_moe_weights_close(nvf_moe_weights *w) {

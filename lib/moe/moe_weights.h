@@ -34,6 +34,23 @@ struct nvf_moe_weights {
 int moe_nvfp4_load(nvf_moe_matrix *out, const nvf_ckpt *ck, size_t ti, int64_t expert, int64_t row0,
                    int64_t rows);
 
+/**
+ * The checkpoint provider of layer `l` for the parts other than routed experts (router, bias,
+ * shared experts), read as stored; `hidden` is the layer's H where lib/ckpt does not know it
+ * (moe_weights.c). @return 0, NVF_E_FORMAT (no router), NVF_E_NOMEM.
+ */
+int moe_ckpt_open_layer(nvf_moe_weights **out, const nvf_ckpt *ck, const nvf_moe_layer *l,
+                        int64_t hidden);
+
+/**
+ * The prepared-layout provider of layer `l` of a prepared checkpoint (moe_prepared.c): routed
+ * experts through nvfp4/layout.h's index functions (`inverse`: through their inverses), the
+ * rest through moe_ckpt_open_layer. @return 0, NVF_E_FORMAT (a tensor missing or of the wrong
+ * dtype or shape, a scale layout it does not know: named), NVF_E_NOMEM.
+ */
+int moe_prepared_open(nvf_moe_weights **out, const nvf_ckpt *ck, const nvf_moe_layer *l,
+                      int inverse);
+
 /** Element `i` of an F32, BF16 or F16 tensor as f32 (moe_nvfp4.c). */
 float moe_scalar_at(const nvf_st_tensor *t, uint64_t i);
 

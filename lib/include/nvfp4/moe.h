@@ -142,7 +142,10 @@ typedef struct nvf_moe_weights nvf_moe_weights;
  * The provider of layer `layer` of an open checkpoint (which must outlive it), reading any
  * supported format: BF16/F16/F32 as stored; FP8 (block or per-tensor) as bf16(RN(f32(fp8) *
  * scale)) (SPEC section 4); NVFP4 (ModelOpt, compressed-tensors; lib/ckpt's validated view) as
- * e2m1(code) * f32(weight_scale) with alpha = the decode scale (weight_scale_2). With `precision`
+ * e2m1(code) * f32(weight_scale) with alpha = the decode scale (weight_scale_2); a prepared
+ * checkpoint (NVF_CKPT_FORMAT_PREPARED) through its scale layout and w13 interleave
+ * (nvfp4/layout.h) into the same values, alpha = w13_alpha / w2_alpha (W4A4: divided by
+ * w13_input_scale / fc2_input_scale, which become input_scale). With `precision`
  * w4a16 or w4a4 on a source-precision checkpoint, each routed expert is quantized with `quant`
  * (nvf_quant_params) as convert writes it: gate and up as one global-scale group, down alone; its
  * NVFP4 values are then used with alpha = RN(1 / gs). Shared experts, the router and gates are used
@@ -152,6 +155,16 @@ typedef struct nvf_moe_weights nvf_moe_weights;
  */
 int nvf_moe_weights_open(nvf_moe_weights **out, const nvf_ckpt *ck, int64_t layer,
                          nvf_moe_precision precision, const nvf_quant_params *quant);
+
+/**
+ * A prepared checkpoint's provider of layer `layer` built the other way round: each expert's
+ * scale bytes placed at nvf_layout_coord(offset) (padding checked 0) and each gate/up row fetched
+ * from nvf_w13_prepared_row, the inverses of what nvf_moe_weights_open's prepared reader uses
+ * (nvfp4/layout.h). Both read the same bytes: agreement checks the reader and the index
+ * functions, not the values (verify's layout check without a reference).
+ * @return 0; NVF_E_INVALID (not a prepared checkpoint, or no such MoE layer); NVF_E_FORMAT.
+ */
+int nvf_moe_weights_open_inverse(nvf_moe_weights **out, const nvf_ckpt *ck, int64_t layer);
 
 /** Close; NULL is fine. */
 void nvf_moe_weights_close(nvf_moe_weights *w);
@@ -204,6 +217,23 @@ typedef struct nvf_moe_run_info {
     int renormalize, has_shared, has_shared_gate;
     nvf_ckpt_format format;
 } nvf_moe_run_info;
+
+/**
+ * Route `t` tokens of x [t, hidden] by the layer's own router (logits x . Wr^T * alpha in f32, its
+ * correction bias where it has one) into ids and weights [t, top_k] (nvf_moe_route_ref).
+ * @return 0; NVF_E_SHAPE; NVF_E_FORMAT; NVF_E_NOMEM.
+ */
+int nvf_moe_route_layer(int32_t *ids, float *weights, const float *x, int64_t t, int64_t hidden,
+                        const nvf_moe_spec *spec, nvf_moe_weights *w);
+
+/**
+ * One routed expert's MLP (FC1, activation, BF16 cast, FC2, as in nvf_moe_forward_ref) on `rows`
+ * rows of x [rows, hidden] into y [rows, hidden], unweighted; W4A4's dynamic FC1 scale from the
+ * amax of these rows. @return 0; NVF_E_SHAPE; NVF_E_FORMAT; NVF_E_NONFINITE; NVF_E_NOMEM.
+ */
+int nvf_moe_expert_ref(float *y, const float *x, int64_t rows, int64_t hidden,
+                       const nvf_moe_spec *spec, nvf_moe_weights *w, int64_t expert,
+                       const nvf_moe_opts *o);
 
 /**
  * `nvfp4tool moe`: open `ckpt_path`, read x from `in_path` (its only tensor, or the one named

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Commands not built yet (verify, validate, merge) take the options of their usage lines
-# (SPEC sections 2, 7, 8; moe is built: tests/cli/moe): bad values are usage errors (exit 2), a bad recipe too, a missing
+# Commands not built yet (validate, merge) take the options of their usage lines (SPEC
+# sections 2, 7, 8; moe is built: tests/cli/moe; verify too: tests/cli/verify, its option errors
+# here): bad values are usage errors (exit 2), a bad recipe too, a missing
 # recipe file an I/O error (exit 1); valid ones end in "not implemented yet" (exit 1).
 set -euo pipefail
 tmp=$(mktemp -d)
@@ -12,10 +13,14 @@ NI="not implemented yet"
 printf 'verify: {tokens: 16, seed: 3}\n' >"$tmp/ok.yaml"
 printf 'verify: {tokens: 0}\n' >"$tmp/bad.yaml"
 
-expect 1 "$NI" -- "$T" verify "$C"
-expect 1 "$NI" -- "$T" verify "$C" --reference "$tmp/src" --tokens 128 --seed 7 --device cpu \
+expect 1 "cannot" -- "$T" verify "$C"
+expect 1 "cannot" -- "$T" verify "$C" --reference "$tmp/src" --tokens 128 --seed 7 --device cpu \
     --threads 2 --json --recipe "$tmp/ok.yaml"
-expect 1 "$NI" -- "$T" verify "$C" --input "$tmp/x.safetensors" --per-token-activations
+expect 1 "$NI" -- "$T" verify "$C" --input "$tmp/x.safetensors" --per-token-activations \
+    --precision w4a4
+expect 2 "needs --precision w4a4" -- "$T" verify "$C" --per-token-activations
+expect 2 "--layers '1,x'" -- "$T" verify "$C" --layers 1,x
+expect 2 "w4a16 or w4a4" -- "$T" verify "$C" --precision bf16
 expect 2 "tokens: bad value '0'" -- "$T" verify "$C" --tokens 0
 expect 2 "seed: bad value '-1'" -- "$T" verify "$C" --seed -1
 expect 2 "exclude each other" -- "$T" verify "$C" --tokens 8 --input x.safetensors
