@@ -13,6 +13,8 @@
 #include "nvfp4/recipe.h"
 #include "nvfp4/status.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 static cli_common g_common;
@@ -44,8 +46,8 @@ static const cli_spec k_spec = {
         "sigmoid + correction bias + groups + routed_scaling_factor, sigmoid top-k), each\n"
         "chosen expert's FC1 and activation in f32, its output rounded to BF16, FC2, the\n"
         "weighted sum in each token's top-k order, plus shared experts. The output 'y' is F32.\n"
-        "Weights: BF16/F16/F32 as stored, FP8 block as bf16(fp8 * scale_inv), ModelOpt NVFP4 as\n"
-        "stored (weight_scale_2 applied after the accumulation).\n"
+        "Weights: BF16/F16/F32 as stored, FP8 block as bf16(fp8 * scale_inv), NVFP4 (ModelOpt,\n"
+        "compressed-tensors) as stored (the decode scale applied after the accumulation).\n"
         "--precision applies to source-precision checkpoints: w4a16 quantizes each routed\n"
         "expert with the recipe (--recipe) as convert would (gate+up one global scale) and\n"
         "uses its NVFP4 values; w4a4 also quantizes the FC1 and FC2 inputs to NVFP4, with the\n"
@@ -65,6 +67,44 @@ static const cli_spec k_spec = {
     .max_pos = 1,
     .common = &g_common,
 };
+
+/* One line on stdout, or one JSON object with --json. */
+static int print_summary(const char *ckpt, const nvf_moe_run_info *in) {
+    const char *prec = nvf_moe_precision_name(in->precision);
+    if (!g_common.json) {
+        if (!g_common.quiet)
+            printf("%s: layer %ld, %" PRId64 " tokens x %" PRId64 ", %s top-%" PRId64 " of %" PRId64
+                   ", %s, precision %s -> %s\n",
+                   ckpt, g_layer, in->tokens, in->hidden, nvf_moe_route_name(in->route), in->top_k,
+                   in->n_experts, nvf_moe_act_name(in->act), prec, g_output);
+        return EXIT_OK;
+    }
+    cJSON *js = cJSON_CreateObject();
+    if (js) {
+        cJSON_AddStringToObject(js, "checkpoint", ckpt);
+        cJSON_AddStringToObject(js, "checkpoint_format", nvf_ckpt_format_name(in->format));
+        cJSON_AddNumberToObject(js, "layer", (double)g_layer);
+        cJSON_AddStringToObject(js, "input", g_input);
+        cJSON_AddStringToObject(js, "output", g_output);
+        cJSON_AddStringToObject(js, "precision", prec);
+        cJSON_AddStringToObject(js, "device", "cpu");
+        cJSON_AddNumberToObject(js, "tokens", (double)in->tokens);
+        cJSON_AddNumberToObject(js, "hidden", (double)in->hidden);
+        cJSON_AddNumberToObject(js, "intermediate", (double)in->intermediate);
+        cJSON_AddNumberToObject(js, "experts", (double)in->n_experts);
+        cJSON_AddNumberToObject(js, "top_k", (double)in->top_k);
+        cJSON_AddStringToObject(js, "routing", nvf_moe_route_name(in->route));
+        cJSON_AddBoolToObject(js, "renormalize", in->renormalize);
+        cJSON_AddStringToObject(js, "activation", nvf_moe_act_name(in->act));
+        cJSON_AddBoolToObject(js, "shared_experts", in->has_shared);
+        cJSON_AddBoolToObject(js, "shared_expert_gate", in->has_shared_gate);
+    }
+    int rc = js ? cli_print_json(k_spec.name, js) : EXIT_RUNTIME;
+    if (!js)
+        fprintf(stderr, "nvfp4tool %s: error: out of memory writing the summary\n", k_spec.name);
+    cJSON_Delete(js);
+    return rc;
+}
 
 int cmd_moe(int argc, char **argv) {
     const char *pos[1];
@@ -116,9 +156,10 @@ int cmd_moe(int argc, char **argv) {
             return cli_fail("moe", st);
         o.backend = b;
     }
-    st = nvf_moe_run_file(pos[0], g_layer, g_input, g_output, &o);
+    nvf_moe_run_info info;
+    st = nvf_moe_run_file(&info, pos[0], g_layer, g_input, g_output, &o);
     nvf_backend_close(b);
     if (st != NVF_OK)
         return cli_fail("moe", st);
-    return EXIT_OK;
+    return print_summary(pos[0], &info);
 }

@@ -79,8 +79,8 @@ static int write_output(const char *path, const float *y, int64_t t, int64_t h, 
     return rc;
 }
 
-int nvf_moe_run_file(const char *ckpt_path, int64_t layer, const char *in_path,
-                     const char *out_path, const nvf_moe_opts *o) {
+int nvf_moe_run_file(nvf_moe_run_info *info, const char *ckpt_path, int64_t layer,
+                     const char *in_path, const char *out_path, const nvf_moe_opts *o) {
     nvf_ckpt *ck = NULL;
     nvf_st_file *in = NULL;
     nvf_moe_weights *w = NULL;
@@ -92,8 +92,9 @@ int nvf_moe_run_file(const char *ckpt_path, int64_t layer, const char *in_path,
     int rc = nvf_ckpt_open(&ck, ckpt_path);
     if (rc != NVF_OK)
         goto done;
-    if (ck->quant.format == NVF_CKPT_FORMAT_NVFP4_MODELOPT &&
-        run.precision == NVF_MOE_PRECISION_BF16) {
+    int nvfp4 = ck->quant.format == NVF_CKPT_FORMAT_NVFP4_MODELOPT ||
+                ck->quant.format == NVF_CKPT_FORMAT_NVFP4_CT;
+    if (nvfp4 && run.precision == NVF_MOE_PRECISION_BF16) {
         nvf_log(NVF_LOG_INFO, "%s is NVFP4: it runs as stored (w4a16)", ckpt_path);
         run.precision = NVF_MOE_PRECISION_W4A16;
     }
@@ -122,6 +123,19 @@ int nvf_moe_run_file(const char *ckpt_path, int64_t layer, const char *in_path,
     if (rc == NVF_OK)
         rc = write_output(out_path, y, t, h, layer, nvf_moe_precision_name(run.precision),
                           nvf_ckpt_format_name(ck->quant.format));
+    if (rc == NVF_OK && info)
+        *info = (nvf_moe_run_info){t,
+                                   h,
+                                   inter,
+                                   spec.n_experts,
+                                   spec.top_k,
+                                   run.precision,
+                                   spec.route,
+                                   spec.act,
+                                   spec.renormalize,
+                                   has_shared,
+                                   has_gate && spec.shared_gate,
+                                   ck->quant.format};
 done:
     free(x);
     free(y);

@@ -4,7 +4,7 @@
  * shared experts, read one expert at a time as f32.
  *   1. BF16/F16/F32 as stored; FP8 block or per-tensor through lib/quant's source rows
  *      (bf16(RN(f32(fp8) * scale)), SPEC section 4);
- *   2. ModelOpt NVFP4: moe_nvfp4.c;
+ *   2. NVFP4 (ModelOpt, compressed-tensors): moe_nvfp4.c over lib/ckpt's validated view;
  *   3. W4A16/W4A4 of a source-precision checkpoint: each routed expert quantized as convert
  *      writes it (gate and up one global-scale group, down alone) and its NVFP4 values used.
  */
@@ -40,7 +40,9 @@ void nvf_moe_matrix_free(nvf_moe_matrix *m) {
 static int load_source(nvf_moe_matrix *out, const nvf_ckpt *ck, size_t ti, int64_t expert,
                        int64_t row0, int64_t rows) {
     const nvf_st_tensor *st = ck->tensors[ti].st;
-    if (st->dtype == NVF_DTYPE_U8 && ck->quant.format == NVF_CKPT_FORMAT_NVFP4_MODELOPT)
+    int nvfp4 = ck->quant.format == NVF_CKPT_FORMAT_NVFP4_MODELOPT ||
+                ck->quant.format == NVF_CKPT_FORMAT_NVFP4_CT;
+    if (st->dtype == NVF_DTYPE_U8 && nvfp4)
         return moe_nvfp4_load(out, ck, ti, expert, row0, rows);
     nvf_quant_source s;
     nvf_ckpt_source_view(&s, ck, ti, expert);
@@ -49,7 +51,7 @@ static int load_source(nvf_moe_matrix *out, const nvf_ckpt *ck, size_t ti, int64
     if (!plain && !(st->dtype == NVF_DTYPE_F8_E4M3 && s.scale))
         return nvf_error_set(NVF_E_UNSUPPORTED,
                              "tensor '%s' (%s, checkpoint format %s): the MoE reference reads "
-                             "BF16, F16, F32, FP8 with scales and ModelOpt NVFP4",
+                             "BF16, F16, F32, FP8 with scales and NVFP4",
                              st->name, nvf_dtype_name(st->dtype),
                              nvf_ckpt_format_name(ck->quant.format));
     if (s.scale) {
@@ -251,11 +253,6 @@ static int check_readable(const nvf_ckpt *ck, const nvf_moe_layer *l) {
                              "with gate and up interleaved and biases, a layout lib/ckpt does not "
                              "map; the MoE reference cannot read it",
                              ck->path);
-    if (ck->quant.format == NVF_CKPT_FORMAT_NVFP4_CT)
-        return nvf_error_set(NVF_E_UNSUPPORTED,
-                             "%s: compressed-tensors NVFP4 is not read by the MoE reference "
-                             "(ModelOpt NVFP4 is)",
-                             ck->path);
     if (!l->has_router)
         return nvf_error_set(NVF_E_FORMAT, "%s: MoE layer has no router '%s.mlp.gate.weight'",
                              l->prefix, l->prefix);
@@ -301,8 +298,9 @@ int nvf_moe_weights_open(nvf_moe_weights **out, const nvf_ckpt *ck, int64_t laye
     p->ck = ck;
     p->layer = l;
     p->quant = *quant;
-    p->quantize =
-        precision != NVF_MOE_PRECISION_BF16 && ck->quant.format != NVF_CKPT_FORMAT_NVFP4_MODELOPT;
+    p->quantize = precision != NVF_MOE_PRECISION_BF16 &&
+                  ck->quant.format != NVF_CKPT_FORMAT_NVFP4_MODELOPT &&
+                  ck->quant.format != NVF_CKPT_FORMAT_NVFP4_CT;
     find_shared(p);
     p->base.has_shared = p->shared[NVF_PROJ_UP] != NVF_CKPT_NONE;
     p->base.has_shared_gate = p->shared_gate != NVF_CKPT_NONE;

@@ -26,11 +26,10 @@ struct nvf_moe_weights {
 };
 
 /**
- * Decode rows [row0, row0 + rows) of matrix `expert` (-1: a 2-D tensor) of the ModelOpt NVFP4
- * weight `ti` (U8 [.., out, in/2], weight_scale F8_E4M3 [.., out, in/16] linear,
- * weight_scale_2 and input_scale F32 with one element, or one per expert) into `out`: values
- * e2m1(code) * f32(scale), alpha weight_scale_2, input_scale (moe_nvfp4.c).
- * @return 0, NVF_E_FORMAT (a companion missing or of the wrong dtype or size, named), NVF_E_NOMEM.
+ * Rows [row0, row0 + rows) of matrix `expert` (-1: a 2-D tensor) of the NVFP4 weight `ti`
+ * (ModelOpt or compressed-tensors, validated by nvf_ckpt_nvfp4_view) into `out`: values
+ * e2m1(code) * f32(scale), alpha the decode scale, input_scale the checkpoint's (0 when it has
+ * none) (moe_nvfp4.c). @return 0, NVF_E_FORMAT or NVF_E_SHAPE (named), NVF_E_NOMEM.
  */
 int moe_nvfp4_load(nvf_moe_matrix *out, const nvf_ckpt *ck, size_t ti, int64_t expert, int64_t row0,
                    int64_t rows);

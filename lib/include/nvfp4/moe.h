@@ -139,11 +139,12 @@ typedef struct nvf_moe_weights nvf_moe_weights;
 /**
  * The provider of layer `layer` of an open checkpoint (which must outlive it), reading any
  * supported format: BF16/F16/F32 as stored; FP8 (block or per-tensor) as bf16(RN(f32(fp8) *
- * scale)) (SPEC section 4); ModelOpt NVFP4 as e2m1(code) * f32(weight_scale) with alpha =
- * weight_scale_2. With `precision` w4a16 or w4a4 on a source-precision checkpoint, each routed
- * expert is quantized with `quant` (nvf_quant_params) as convert writes it: gate and up as one
- * global-scale group, down alone; its NVFP4 values are then used with alpha = RN(1 / gs).
- * Shared experts, the router and gates are used as stored.
+ * scale)) (SPEC section 4); NVFP4 (ModelOpt, compressed-tensors; lib/ckpt's validated view) as
+ * e2m1(code) * f32(weight_scale) with alpha = the decode scale (weight_scale_2). With `precision`
+ * w4a16 or w4a4 on a source-precision checkpoint, each routed expert is quantized with `quant`
+ * (nvf_quant_params) as convert writes it: gate and up as one global-scale group, down alone; its
+ * NVFP4 values are then used with alpha = RN(1 / gs). Shared experts, the router and gates are used
+ * as stored.
  * @return 0; NVF_E_INVALID (no such layer, or not an MoE layer: the message lists the MoE
  * layers); NVF_E_UNSUPPORTED (a format or expert layout it cannot read, named); NVF_E_NOMEM.
  */
@@ -195,18 +196,29 @@ typedef struct nvf_moe_opts {
 int nvf_moe_forward_ref(float *y, const float *x, int64_t t, int64_t hidden,
                         const nvf_moe_spec *spec, nvf_moe_weights *w, const nvf_moe_opts *o);
 
+/* What nvf_moe_run_file() ran. */
+typedef struct nvf_moe_run_info {
+    int64_t tokens, hidden, intermediate, n_experts, top_k;
+    nvf_moe_precision precision; /* as run: an NVFP4 checkpoint's bf16 is w4a16 */
+    nvf_moe_route route;
+    nvf_moe_act act;
+    int renormalize, has_shared, has_shared_gate;
+    nvf_ckpt_format format;
+} nvf_moe_run_info;
+
 /**
  * `nvfp4tool moe`: open `ckpt_path`, read x from `in_path` (its only tensor, or the one named
  * "x"; BF16 or F32 [T, H]), run layer `layer`, write `out_path` with one tensor "y" F32 [T, H]
- * and metadata {layer, precision, format} atomically (tmp + rename). With o->backend, the routed
- * experts run on its MoE kernels from the prepared layout (router, routing and shared experts
- * stay the CPU reference's): NVF_E_UNSUPPORTED for a layer that is not NVFP4 after
- * `precision`, W4A4 without the checkpoint's input scales, or per-token W4A4.
+ * and metadata {layer, precision, checkpoint_format, tokens} atomically (tmp + rename); what
+ * ran into *info (NULL: not wanted). With o->backend, the routed experts run on its MoE
+ * kernels from the prepared layout (router, routing and shared experts stay the CPU
+ * reference's): NVF_E_UNSUPPORTED for a layer that is not NVFP4 after `precision`, W4A4
+ * without the checkpoint's input scales, or per-token W4A4.
  * @return 0; NVF_E_INVALID (no such MoE layer, listing the MoE layers); NVF_E_SHAPE (x's
  * shape, naming the file, tensor and both shapes); NVF_E_FORMAT; NVF_E_IO; NVF_E_NOMEM.
  */
-int nvf_moe_run_file(const char *ckpt_path, int64_t layer, const char *in_path,
-                     const char *out_path, const nvf_moe_opts *o);
+int nvf_moe_run_file(nvf_moe_run_info *info, const char *ckpt_path, int64_t layer,
+                     const char *in_path, const char *out_path, const nvf_moe_opts *o);
 
 #ifdef __cplusplus
 }
