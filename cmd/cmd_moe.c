@@ -69,7 +69,7 @@ static const cli_spec k_spec = {
 };
 
 /* One line on stdout, or one JSON object with --json. */
-static int print_summary(const char *ckpt, const nvf_moe_run_info *in) {
+static int print_summary(const char *ckpt, const nvf_moe_run_info *in, const char *device) {
     const char *prec = nvf_moe_precision_name(in->precision);
     if (!g_common.json) {
         if (!g_common.quiet)
@@ -87,7 +87,7 @@ static int print_summary(const char *ckpt, const nvf_moe_run_info *in) {
         cJSON_AddStringToObject(js, "input", g_input);
         cJSON_AddStringToObject(js, "output", g_output);
         cJSON_AddStringToObject(js, "precision", prec);
-        cJSON_AddStringToObject(js, "device", "cpu");
+        cJSON_AddStringToObject(js, "device", device);
         cJSON_AddNumberToObject(js, "tokens", (double)in->tokens);
         cJSON_AddNumberToObject(js, "hidden", (double)in->hidden);
         cJSON_AddNumberToObject(js, "intermediate", (double)in->intermediate);
@@ -158,8 +158,9 @@ int cmd_moe(int argc, char **argv) {
     }
     nvf_moe_run_info info;
     st = nvf_moe_run_file(&info, pos[0], g_layer, g_input, g_output, &o);
+    int on_gpu = b != NULL;
     nvf_backend_close(b);
     if (st != NVF_OK)
         return cli_fail("moe", st);
-    return print_summary(pos[0], &info);
+    return print_summary(pos[0], &info, on_gpu ? dev : "cpu");
 }

@@ -19,7 +19,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-#define PERM_THREADS 256
+#define PERM_THREADS 1024
+#define PLAN_THREADS 256
 
 /* ---- kernels ----------------------------------------------------------------------------- */
 
@@ -54,21 +55,25 @@ __global__ void perm_kernel(int32_t *counts, int32_t *perm, int32_t *row_of, con
         counts[e] = base;
 }
 
-/* One thread: offsets (exclusive scan of counts) and the tile map. */
+/* Thread 0: offsets (exclusive scan of counts) and the tile map; then every thread marks the
+ * unused tail of the map. */
 __global__ void plan_kernel(int32_t *offsets, int32_t *tile_info, const int32_t *counts,
                             int64_t n_experts, int32_t tile_rows, int32_t max_tiles) {
-    if (threadIdx.x != 0 || blockIdx.x != 0)
-        return;
-    int32_t off = 0, tile = 0;
-    for (int64_t e = 0; e < n_experts; e++) {
-        offsets[e] = off;
-        for (int32_t r = 0; r < counts[e] && tile < max_tiles; r += tile_rows)
-            tile_info[tile++] = (int32_t)(e << 20) | r;
-        off += counts[e];
+    __shared__ int32_t used;
+    if (threadIdx.x == 0) {
+        int32_t off = 0, tile = 0;
+        for (int64_t e = 0; e < n_experts; e++) {
+            offsets[e] = off;
+            for (int32_t r = 0; r < counts[e] && tile < max_tiles; r += tile_rows)
+                tile_info[tile++] = (int32_t)(e << 20) | r;
+            off += counts[e];
+        }
+        offsets[n_experts] = off;
+        used = tile;
     }
-    offsets[n_experts] = off;
-    for (; tile < max_tiles; tile++)
-        tile_info[tile] = -1;
+    __syncthreads();
+    for (int32_t i = used + (int32_t)threadIdx.x; i < max_tiles; i += blockDim.x)
+        tile_info[i] = -1;
 }
 
 /* The expert of permuted row p (binary search of the offsets). */
@@ -309,17 +314,21 @@ done:
 }
 
 /* K splits for a GEMM of n weight rows and k values: enough CTAs for about four per SM when
- * few tiles are expected; a function of the token count only, so runs are repeatable. */
-static int splits_for(const nvf_cuda_moe *m, int64_t slots, int64_t tiles_est, int64_t n,
+ * few tiles are expected; a function of the token count only, so runs are repeatable. The
+ * K chunks (64 values) are dealt in ranges of *cps; the return value is the number of ranges,
+ * which is what the GEMM launches and the epilogue sums. */
+static int splits_for(int *cps, const nvf_cuda_moe *m, int64_t slots, int64_t tiles_est, int64_t n,
                       int64_t k) {
-    if (slots > SPLIT_SLOTS)
-        return 1;
-    int64_t ctas = tiles_est * ((n + 127) / 128), want = 4 * (int64_t)m->sms;
-    int64_t s = ctas >= want ? 1 : (want + ctas - 1) / ctas;
-    int64_t nchunks = (k + 63) / 64, cap = nchunks / 4 > 0 ? nchunks / 4 : 1;
-    if (s > cap)
-        s = cap;
-    return (int)(s > MAX_SPLITS ? MAX_SPLITS : s);
+    int64_t nchunks = (k + 63) / 64, s = 1;
+    if (slots <= SPLIT_SLOTS) {
+        int64_t ctas = tiles_est * ((n + 127) / 128), want = 4 * (int64_t)m->sms;
+        int64_t cap = nchunks / 4 > 0 ? nchunks / 4 : 1;
+        s = ctas >= want ? 1 : (want + ctas - 1) / ctas;
+        s = s > cap ? cap : s;
+        s = s > MAX_SPLITS ? MAX_SPLITS : s;
+    }
+    *cps = (int)((nchunks + s - 1) / s);
+    return (int)((nchunks + *cps - 1) / *cps);
 }
 
 extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, int64_t t,
@@ -346,7 +355,9 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
         int64_t tiles_est = local < E ? local : (local + tile_rows - 1) / tile_rows;
         if (local >= E && tiles_est < E)
             tiles_est = E;
-        int s1 = splits_for(m, slots, tiles_est, n1, H), s2 = splits_for(m, slots, tiles_est, H, I);
+        int cps1, cps2;
+        int s1 = splits_for(&cps1, m, slots, tiles_est, n1, H);
+        int s2 = splits_for(&cps2, m, slots, tiles_est, H, I);
         int64_t stride1 = slots * n1, stride2 = slots * H;
         nvf_cuda_moe_plan plan = {m->offsets, m->tile_info, m->perm,
                                   max_tiles,  tile_rows,    (int32_t)k};
@@ -356,8 +367,8 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
         NVF_CUDA_TRY(cudaMemsetAsync(m->row_of, 0xFF, (size_t)slots * 4, stream));
         perm_kernel<<<(unsigned)E, PERM_THREADS, 0, stream>>>(m->counts, NULL, NULL, NULL, ids,
                                                               slots, expert0);
-        plan_kernel<<<1, 32, 0, stream>>>(m->offsets, m->tile_info, m->counts, E, tile_rows,
-                                          max_tiles);
+        plan_kernel<<<1, PLAN_THREADS, 0, stream>>>(m->offsets, m->tile_info, m->counts, E,
+                                                    tile_rows, max_tiles);
         perm_kernel<<<(unsigned)E, PERM_THREADS, 0, stream>>>(m->counts, m->perm, m->row_of,
                                                               m->offsets, ids, slots, expert0);
         NVF_CUDA_TRY(cudaGetLastError());
@@ -367,14 +378,14 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
             NVF_CUDA_TRY(cudaGetLastError());
         }
         rc = nvf_cuda_moe_gemm(m->ws, stride1, a1, L->w13_input_scale ? 0 : 1, L->w13, L->w13_sf,
-                               n1, H, s1, &plan, stream);
+                               n1, H, cps1, &plan, stream);
         if (rc)
             goto done;
         fc1_epilogue_kernel<<<grid, 128, 0, stream>>>(m->h, m->ws, stride1, s1, m->offsets, E, I,
                                                       L->gated, L->w13_alpha, *act,
                                                       L->fc2_input_scale, qp);
         NVF_CUDA_TRY(cudaGetLastError());
-        rc = nvf_cuda_moe_gemm(m->ws, stride2, m->h, 0, L->w2, L->w2_sf, H, I, s2, &plan, stream);
+        rc = nvf_cuda_moe_gemm(m->ws, stride2, m->h, 0, L->w2, L->w2_sf, H, I, cps2, &plan, stream);
         if (rc)
             goto done;
         finalize_kernel<<<grid, 256, 0, stream>>>(y, m->ws, stride2, s2, m->row_of, ids, weights, t,

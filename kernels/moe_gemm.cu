@@ -194,11 +194,10 @@ __global__ void __launch_bounds__(WM *WN * 32)
 
 template <int MT, int NT, int WM, int WN>
 static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
-                  const uint8_t *sf, int64_t n, int64_t k, int splits,
-                  const nvf_cuda_moe_plan *plan, cudaStream_t st) {
+                  const uint8_t *sf, int64_t n, int64_t k, int cps, const nvf_cuda_moe_plan *plan,
+                  cudaStream_t st) {
     int rc = 0;
     int64_t nchunks = (k + 63) / 64;
-    int cps = (int)((nchunks + splits - 1) / splits);
     dim3 grid((unsigned)((n + 8 * NT * WN - 1) / (8 * NT * WN)), (unsigned)plan->max_tiles,
               (unsigned)((nchunks + cps - 1) / cps));
     moe_gemm_kernel<MT, NT, WM, WN>
@@ -210,7 +209,7 @@ done:
 
 extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                                  const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k,
-                                 int splits, const nvf_cuda_moe_plan *plan,
+                                 int chunks_per_split, const nvf_cuda_moe_plan *plan,
                                  struct CUstream_st *stream) {
     if (plan->max_tiles <= 0)
         return 0;
@@ -218,7 +217,8 @@ extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint1
      * weight stream is what matters); 64-row tiles: 2 x 2 warps of 32 x 64, more MMAs per
      * weight and A byte loaded */
     if (plan->tile_rows == 16)
-        return launch<1, 4, 1, 4>(ws, ws_split_stride, a, gather, w, sf, n, k, splits, plan,
-                                  stream);
-    return launch<2, 8, 2, 2>(ws, ws_split_stride, a, gather, w, sf, n, k, splits, plan, stream);
+        return launch<1, 4, 1, 4>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split,
+                                  plan, stream);
+    return launch<2, 8, 2, 2>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
+                              stream);
 }

@@ -113,7 +113,7 @@ static int check_scale_bytes(const nvf_nvfp4_view *v, const char *scale_name) {
         if ((b & 0x80u) == 0 && b != 0x7Fu)
             continue;
         uint64_t per_row = (uint64_t)(v->cols / NVF_BLOCK);
-        char where[64];
+        char where[80]; /* three 64-bit numbers, their separators and brackets */
         if (v->expert >= 0)
             snprintf(where, sizeof where, "[%" PRId64 ", %" PRIu64 ", %" PRIu64 "]", v->expert,
                      i / per_row, i % per_row);

@@ -64,7 +64,8 @@ static int64_t arg_max(const float *score, const uint8_t *allowed, const uint8_t
  * [n], cleared here. Fewer than k candidates leave the rest -1. */
 static void top_k(int32_t *ids, const float *score, const uint8_t *allowed, uint8_t *taken,
                   int64_t n, int64_t k) {
-    memset(taken, 0, (size_t)n);
+    if (n > 0) /* never otherwise; says so to GCC's -Wstringop-overflow at -O2 */
+        memset(taken, 0, (size_t)n);
     for (int64_t j = 0; j < k; j++) {
         int64_t b = arg_max(score, allowed, taken, n);
         ids[j] = (int32_t)b;
@@ -79,7 +80,7 @@ static void keep_groups(uint8_t *allowed, float *gscore, uint8_t *taken, const f
                         int64_t n_group, int64_t topk_group) {
     int64_t per = n / n_group;
     for (int64_t g = 0; g < n_group; g++) {
-        int32_t two[2];
+        int32_t two[2] = {0, 0}; /* top_k fills them (per >= 1); for GCC's -Wmaybe-uninitialized */
         top_k(two, sb + g * per, NULL, taken, per, per < 2 ? per : 2);
         gscore[g] = sb[g * per + two[0]];
         if (per >= 2)

@@ -7,8 +7,9 @@
  * is nvf_moe_route_ref on logits computed as the forward computes them (same f32 loop).
  * Cases: random routing; T = 1; T = 37 and 200 (not multiples of the 16- or 64-row tiles);
  * all tokens to one expert (top-1 on a zero router: every logit ties, the lower id wins) and so
- * experts with zero tokens; H = 1040 (K not a multiple of 64) and split K; silu, swiglu, situ,
- * relu2 (non-gated); W4A16 and W4A4 (RTN and 4over6). Rel-L2 <= 1e-3 for W4A16 (both sum in
+ * experts with zero tokens; H = 1040 (K not a multiple of 64) and split K; the DeepSeek-V3
+ * (7168, 2048) and GPT-OSS (2880, 2880) expert shapes; silu, swiglu, situ, relu2 (non-gated);
+ * W4A16 and W4A4 (RTN and 4over6). Rel-L2 <= 1e-3 for W4A16 (both sum in
  * f32, in other orders) and <= 1e-2 for W4A4 (an order-dependent BF16 rounding of an FC1 output
  * can move an FC2 input to the neighbouring E2M1 value); all outputs finite; two GPU runs
  * byte-identical. Seed fixed and printed. Exit 77 (skip) without a GPU.
@@ -362,7 +363,7 @@ int main(void) {
         {"split-K, K%64!=0", 6, 1040, 192, 5, 3, NVF_MOE_ACT_SILU, 0, 0, rtn},
         {"64-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SILU, 0, 0, rtn},
         {"all to one expert", 8, 256, 128, 37, 1, NVF_MOE_ACT_SILU, 0, 1, rtn},
-        {"all to one, 64-row tiles", 4, 256, 64, 150, 1, NVF_MOE_ACT_SILU, 0, 1, rtn},
+        {"all to one, 64-row tiles", 4, 256, 64, 200, 1, NVF_MOE_ACT_SILU, 0, 1, rtn},
         {"swiglu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SWIGLU, 0, 0, rtn},
         {"situ", 8, 256, 128, 37, 2, NVF_MOE_ACT_SITU, 0, 0, rtn},
         {"relu2 (not gated)", 8, 256, 96, 37, 2, NVF_MOE_ACT_RELU2, 0, 0, rtn},
@@ -370,6 +371,9 @@ int main(void) {
         {"w4a4 4over6", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, fo6},
         {"w4a4 64-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SWIGLU, 1, 0, rtn},
         {"w4a4 T=1 split-K", 6, 1040, 192, 1, 3, NVF_MOE_ACT_SILU, 1, 0, rtn},
+        /* DeepSeek-V3's expert shape: 32 x 112 scale tiles per w13, split K on both GEMMs */
+        {"DeepSeek-V3 shape", 3, 7168, 2048, 2, 2, NVF_MOE_ACT_SILU, 0, 0, rtn},
+        {"GPT-OSS shape, swiglu", 2, 2880, 2880, 3, 1, NVF_MOE_ACT_SWIGLU, 0, 0, rtn},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i]);

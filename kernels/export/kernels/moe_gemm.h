@@ -4,7 +4,7 @@
  * section 5) and a run computes, for activations x [T, H] BF16 and a routing (ids, weights)
  * [T, top_k]:
  *   1. permutation: per local expert, in expert order, the (token, slot) pairs routed to it in
- *      slot order (an ordered compaction per expert, no atomics); a tile map of 16- or 128-row
+ *      slot order (an ordered compaction per expert, no atomics); a tile map of 16- or 64-row
  *      tiles per expert;
  *   2. W4A4 only: the gathered FC1 input rows quantized to NVFP4 with the expert's global scale
  *      1 / w13_input_scale (nvf_qb_quantize, RTN or 4over6) and replaced by their exact
@@ -116,15 +116,17 @@ typedef struct nvf_cuda_moe_plan {
 } nvf_cuda_moe_plan;
 
 /**
- * Queue ws[z][row][n] (z < splits, rows in permuted order, n < N) = sum over the z-th K range
+ * Queue ws[z][row][n] (z < ceil(ceil(K/64) / chunks_per_split), rows in permuted order, n < N)
+ * = sum over the z-th range of chunks_per_split 64-value K chunks
  * of A[row] . W_e[n] for every tile of the plan: A is `a` [rows, K] BF16 (gather: row p is
  * a[perm[p] / top_k] when `gather`), W_e expert e's E2M1 rows [N, K/2] at w + e * N * K / 2
- * with its 128x4 scales at sf + e * nvf_layout_bytes(128x4, N, K/16). tile_rows 16 or 128.
+ * with its 128x4 scales at sf + e * nvf_layout_bytes(128x4, N, K/16). tile_rows 16 or 64.
  * @return 0 or NVF_E_CUDA.
  */
 int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
-                      const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k, int splits,
-                      const nvf_cuda_moe_plan *plan, struct CUstream_st *stream);
+                      const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k,
+                      int chunks_per_split, const nvf_cuda_moe_plan *plan,
+                      struct CUstream_st *stream);
 
 /* Benchmark (kernels/moe_bench.cu). -------------------------------------------------------- */
 
