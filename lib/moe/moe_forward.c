@@ -147,8 +147,13 @@ int moe_router_logits(float *logits, const float *x, int64_t t, int64_t n_h, int
                            ", %" PRId64 "]",
                            m[0].rows, m[0].cols, n_e, n_h);
     for (int64_t i = 0; i < t && rc == NVF_OK; i++)
-        for (int64_t e = 0; e < n_e; e++)
+        for (int64_t e = 0; e < n_e && rc == NVF_OK; e++) {
             logits[i * n_e + e] = dot(x + i * n_h, m[0].w + e * n_h, n_h) * m[0].alpha;
+            if (!isfinite(logits[i * n_e + e]))
+                rc = nvf_error_set(NVF_E_NONFINITE,
+                                   "router logit [%" PRId64 ", %" PRId64 "] overflows to %g", i, e,
+                                   (double)logits[i * n_e + e]);
+        }
     free3(m);
     return rc;
 }

@@ -64,8 +64,9 @@ static int64_t arg_max(const float *score, const uint8_t *allowed, const uint8_t
  * [n], cleared here. Fewer than k candidates leave the rest -1. */
 static void top_k(int32_t *ids, const float *score, const uint8_t *allowed, uint8_t *taken,
                   int64_t n, int64_t k) {
-    if (n > 0) /* never otherwise; says so to GCC's -Wstringop-overflow at -O2 */
-        memset(taken, 0, (size_t)n);
+    if (n <= 0)
+        return;
+    memset(taken, 0, (size_t)n);
     for (int64_t j = 0; j < k; j++) {
         int64_t b = arg_max(score, allowed, taken, n);
         ids[j] = (int32_t)b;
@@ -80,10 +81,11 @@ static void keep_groups(uint8_t *allowed, float *gscore, uint8_t *taken, const f
                         int64_t n_group, int64_t topk_group) {
     int64_t per = n / n_group;
     for (int64_t g = 0; g < n_group; g++) {
-        int32_t two[2] = {0, 0}; /* top_k fills them (per >= 1); for GCC's -Wmaybe-uninitialized */
+        int32_t two[2] = {-1, -1};
         top_k(two, sb + g * per, NULL, taken, per, per < 2 ? per : 2);
-        gscore[g] = sb[g * per + two[0]];
-        if (per >= 2)
+        /* a group whose scores are all NaN never wins */
+        gscore[g] = two[0] >= 0 ? sb[g * per + two[0]] : -INFINITY;
+        if (two[1] >= 0)
             gscore[g] = gscore[g] + sb[g * per + two[1]];
     }
     memset(taken, 0, (size_t)n_group);
@@ -153,9 +155,9 @@ static void route_token(int32_t *ids, float *w, const float *l, const float *bia
     top_k(ids, choice, mask, taken, n, k);
     if (s->route == NVF_MOE_ROUTE_TOPK_SOFTMAX) {
         /* softmax over the selected logits; the first is the largest */
-        float m = choice[ids[0]], sum = 0.0f;
+        float m = ids[0] >= 0 ? choice[ids[0]] : 0.0f, sum = 0.0f;
         for (int64_t j = 0; j < k; j++) {
-            w[j] = expf(choice[ids[j]] - m);
+            w[j] = ids[j] >= 0 ? expf(choice[ids[j]] - m) : 0.0f;
             sum = sum + w[j];
         }
         for (int64_t j = 0; j < k; j++)
@@ -163,7 +165,7 @@ static void route_token(int32_t *ids, float *w, const float *l, const float *bia
     } else {
         float sum = 0.0f;
         for (int64_t j = 0; j < k; j++) {
-            w[j] = score[ids[j]];
+            w[j] = ids[j] >= 0 ? score[ids[j]] : 0.0f;
             sum = sum + w[j];
         }
         if (s->renormalize) {

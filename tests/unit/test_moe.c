@@ -93,6 +93,15 @@ static void test_sigmoid_topk(void) {
     s.renormalize = 1;
     CHECK(nvf_moe_route_ref(ids, w, l, b, 1, &s) == 0);
     CHECK_NEAR(w[0], sig(-1) / (sig(-1) + sig(1)));
+    /* a NaN score is never chosen; with too few candidates the rest are -1 with weight 0 */
+    const float ln[4] = {NAN, 1, 0, NAN};
+    int32_t ids3[3];
+    float w3[3];
+    s.top_k = 3;
+    s.renormalize = 0;
+    CHECK(nvf_moe_route_ref(ids3, w3, ln, NULL, 1, &s) == 0);
+    CHECK(ids3[0] == 1 && ids3[1] == 2 && ids3[2] == -1 && w3[2] == 0.0f);
+    CHECK_NEAR(w3[1], 0.5);
 }
 
 static void test_deepseek_v3(void) {
@@ -366,6 +375,74 @@ static void test_forward_tiny(void) {
     rmdir(dir);
 }
 
+/* W4A4 on hand-worked numbers: H = I = 16, two experts, RTN with E = 448. Expert 0's gate
+ * [0][0], up [0][1] and down [0][0] are 6 and every other weight 0, so its NVFP4 values are
+ * exact (gs = 2688 / 6 = 448, block scale 448, code 6, alpha 1/448). x = [1, 0.3, 0, ...]:
+ *   W4A16: g = 6, u = 1.8, silu(6) * 1.8 = 10.773 -> bf16 10.75, y0 = 10.75 * 6 = 64.5;
+ *   W4A4: x's global scale 2688 / 1, block scale 448, 0.3 * 6 = 1.8 -> E2M1 2, so u = 6 * 2 *
+ *   448 / 2688 = 2: silu(6) * 2 = 11.970 -> bf16 12, which FC2's own quantization keeps (the
+ *   block maximum maps to 6 exactly), y0 = 72. Expert 1 is NaN and never chosen. */
+static void test_w4a4(void) {
+    char dir[] = "/tmp/nvfp4_test_moe4_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char p[600];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    FILE *f = fopen(p, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs("{\"model_type\": \"qwen3_moe\", \"num_experts\": 2, \"num_experts_per_tok\": 1, "
+          "\"norm_topk_prob\": true, \"hidden_act\": \"silu\"}",
+          f);
+    fclose(f);
+    static float router[32], g0[256], u0[256], d0[256], nan256[256];
+    router[0] = 1;
+    g0[0] = 6;
+    u0[1] = 6;
+    d0[0] = 6;
+    for (int i = 0; i < 256; i++)
+        nan256[i] = NAN;
+    nvf_st_entry e[7] = {
+        {"model.layers.0.mlp.gate.weight", NVF_DTYPE_F32, 2, {2, 16}},
+        {"model.layers.0.mlp.experts.0.gate_proj.weight", NVF_DTYPE_F32, 2, {16, 16}},
+        {"model.layers.0.mlp.experts.0.up_proj.weight", NVF_DTYPE_F32, 2, {16, 16}},
+        {"model.layers.0.mlp.experts.0.down_proj.weight", NVF_DTYPE_F32, 2, {16, 16}},
+        {"model.layers.0.mlp.experts.1.gate_proj.weight", NVF_DTYPE_F32, 2, {16, 16}},
+        {"model.layers.0.mlp.experts.1.up_proj.weight", NVF_DTYPE_F32, 2, {16, 16}},
+        {"model.layers.0.mlp.experts.1.down_proj.weight", NVF_DTYPE_F32, 2, {16, 16}},
+    };
+    const void *data[7] = {router, g0, u0, d0, nan256, nan256, nan256};
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    CHECK(nvf_st_write_file(p, e, data, 7) == 0);
+    nvf_ckpt *ck = NULL;
+    CHECK_MSG(nvf_ckpt_open(&ck, dir) == 0, "%s", nvf_error_last());
+    nvf_moe_spec s;
+    CHECK(ck && nvf_moe_spec_from_ckpt(&s, ck) == 0);
+    nvf_moe_opts o = {NVF_MOE_PRECISION_W4A16,
+                      {NVF_QUANT_METHOD_RTN, NVF_QUANT_ERROR_MSE, NVF_QUANT_DOMAIN_SCALED, 448},
+                      0};
+    float x[16] = {1, 0.3f}, y[16];
+    const float want[3] = {64.5f, 72.0f, 72.0f};
+    for (int run = 0; run < 3 && ck; run++) {
+        o.precision = run == 0 ? NVF_MOE_PRECISION_W4A16 : NVF_MOE_PRECISION_W4A4;
+        o.per_token = run == 2;
+        nvf_moe_weights *w = NULL;
+        CHECK(nvf_moe_weights_open(&w, ck, 0, o.precision, &o.quant) == 0);
+        if (!w)
+            continue;
+        CHECK_MSG(nvf_moe_forward_ref(y, x, 1, 16, &s, w, &o) == 0, "%s", nvf_error_last());
+        CHECK_MSG(fabsf(y[0] - want[run]) < 1e-3f, "run %d: y0 = %.9g, expected %g", run, y[0],
+                  want[run]);
+        CHECK(y[1] == 0.0f && y[15] == 0.0f);
+        nvf_moe_weights_close(w);
+    }
+    nvf_ckpt_close(ck);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
 int main(void) {
     test_softmax_topk();
     test_sigmoid_topk();
@@ -374,5 +451,6 @@ int main(void) {
     test_activations();
     test_spec_families();
     test_forward_tiny();
+    test_w4a4();
     return check_summary("test_moe");
 }

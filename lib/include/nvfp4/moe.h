@@ -88,7 +88,9 @@ int nvf_moe_spec_from_ckpt(nvf_moe_spec *out, const nvf_ckpt *ck);
  * group's score is the sum of its top-2 sb; the topk_group best groups are kept (ties: lower
  * group id); top-k of sb over the kept experts; w = s / (sum of the selected s + 1e-20) when
  * renormalizing, else s. topk_softmax: top-k of l (+ bias), w = softmax over those k. Then
- * every weight times routed_scaling_factor. Sums run in id (or selection) order in f32.
+ * every weight times routed_scaling_factor. Sums run in id (or selection) order in f32. NaN
+ * scores are never chosen; where fewer than top_k experts are left, the rest get id -1 and
+ * weight 0.
  * @return 0, or NVF_E_INVALID for a top_k outside [1, n_experts] or groups that do not divide
  * the experts.
  */
