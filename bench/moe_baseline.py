@@ -25,23 +25,25 @@ SHAPES = {  # hidden, intermediate, experts, top-k, default ep
 
 
 def block(x, ids, wts, w13, w2, n_local, inter):
-    """y [T, H] = sum over local slots of weight * expert MLP (silu) of x, in BF16."""
+    """y [T, H] = sum over local slots of weight * expert MLP (silu) of x, in BF16, without a
+    host synchronization: slots of other ranks' experts sort last, past the grouped GEMMs'
+    last offset, and are masked out of the combine."""
     t, k = ids.shape
     flat = ids.reshape(-1)
-    local = flat < n_local
-    slots = torch.nonzero(local, as_tuple=True)[0]
-    order = torch.argsort(flat[slots], stable=True)
-    slots = slots[order]
-    experts = flat[slots]
-    counts = torch.bincount(experts, minlength=n_local)
-    offs = torch.cumsum(counts, 0).to(torch.int32)
-    a = x[slots // k]
+    key = torch.where(flat < n_local, flat, n_local)
+    order = torch.argsort(key, stable=True)
+    counts = torch.zeros(n_local + 1, dtype=torch.int32, device=x.device)
+    counts.scatter_add_(0, key, torch.ones_like(key, dtype=torch.int32))
+    offs = torch.cumsum(counts[:n_local], 0, dtype=torch.int32)
+    tok = order // k
+    a = x[tok]
     h = torch._grouped_mm(a, w13.transpose(-2, -1), offs=offs)
     h = torch.nn.functional.silu(h[:, :inter]) * h[:, inter:]
     o = torch._grouped_mm(h, w2.transpose(-2, -1), offs=offs)
-    o = o * wts.reshape(-1)[slots, None].to(o.dtype)
+    local = (key[order] < n_local)[:, None]
+    o = torch.where(local, o * wts.reshape(-1)[order, None].to(o.dtype), 0)
     y = torch.zeros_like(x)
-    y.index_add_(0, slots // k, o)
+    y.index_add_(0, tok, o)
     return y
 
 
