@@ -3,9 +3,10 @@
  * device's backend (nvf_backend_bench_quant) on N(0,1)-like data for RTN and every 4over6
  * variant, with the global scale given (one quantizing pass) and for a whole tensor (amax pass
  * + quantizing pass), and reports GB/s of input. A backend that can time a device copy (a GPU)
- * also gets the copy bandwidth as the yardstick and FP8-block rows. `moe` is not implemented
- * yet. SIGINT/SIGTERM stop it between runs with exit 5.
+ * also gets the copy bandwidth as the yardstick and FP8-block rows. `moe` (cmd_bench_moe.c)
+ * times the MoE kernels of a GPU. SIGINT/SIGTERM stop it between runs with exit 5.
  */
+#include "bench_moe.h"
 #include "cli.h"
 
 #include "nvfp4/backend.h"
@@ -22,7 +23,8 @@
 #include <unistd.h>
 
 static cli_common g_common;
-static long g_size_mb = 0, g_runs = 0, g_cols = 7168, g_config = -1;
+static long g_size_mb = 0, g_runs = 0, g_cols = 7168, g_config = -1, g_ep = 0;
+static const char *g_shape, *g_tokens, *g_precision, *g_baseline;
 
 static const cli_opt k_opts[] = {
     {"size-mb", "N", CLI_INT, &g_size_mb,
@@ -33,6 +35,15 @@ static const cli_opt k_opts[] = {
     {"config", "N", CLI_INT, &g_config,
      "quant on a GPU: launch configuration 0.. (default: the launcher's own; a usage error "
      "on the CPU)"},
+    {"shape", "NAME", CLI_STRING, &g_shape,
+     "moe: deepseek-v3 (default), qwen3-30b-a3b or gpt-oss-120b"},
+    {"tokens", "LIST", CLI_STRING, &g_tokens, "moe: token counts, commas (default 1,2,4,...,4096)"},
+    {"precision", "P", CLI_STRING, &g_precision, "moe: w4a16, w4a4 or all (default all)"},
+    {"ep", "N", CLI_INT, &g_ep,
+     "moe: expert-parallel ranks; one rank's experts are timed (default 8 for deepseek-v3, "
+     "else 1)"},
+    {"baseline", "FILE", CLI_STRING, &g_baseline,
+     "moe: JSON of bench/moe_baseline.py (BF16 torch._grouped_mm): its ms and the speedup"},
 };
 
 static const cli_spec k_spec = {
@@ -44,7 +55,12 @@ static const cli_spec k_spec = {
                "median of --runs runs; GB/s of BF16 input, in all and per thread. On a GPU\n"
                "also FP8-block input and each pass against the device copy bandwidth.\n"
                "SIGINT/SIGTERM stop it between runs (exit 5).\n"
-               "bench moe: not implemented yet.\n",
+               "bench moe: the MoE block (routing excluded) on random weights in the prepared\n"
+               "layout of a model's expert shape, per token count: median ms (CUDA events, 3\n"
+               "warm-up runs, fresh random routing per run, activations rotated through\n"
+               "256 MiB), TFLOP/s, GB/s of the NVFP4 weight bytes of the experts reached, that\n"
+               "rate as a % of the device copy bandwidth measured in the same run, and with\n"
+               "--baseline the BF16 torch._grouped_mm ms and speedup. GPU only (--device cuda).\n",
     .opts = k_opts,
     .n_opts = sizeof k_opts / sizeof k_opts[0],
     .min_pos = 1,
@@ -232,11 +248,8 @@ int cmd_bench(int argc, char **argv) {
     int rc;
     if (!cli_parse_args(&k_spec, argc, argv, pos, &np, &rc))
         return rc;
-    if (strcmp(pos[0], "moe") == 0) {
-        fprintf(stderr, "nvfp4tool bench: 'bench moe' is not implemented yet\n");
-        return EXIT_RUNTIME;
-    }
-    if (strcmp(pos[0], "quant") != 0)
+    int moe = strcmp(pos[0], "moe") == 0;
+    if (!moe && strcmp(pos[0], "quant") != 0)
         return cli_usage_error(&k_spec, "unknown benchmark '%s' (expected quant or moe)", pos[0]);
     nvf_device dev;
     int st = nvf_device_select(&dev, g_common.device ? g_common.device : "cpu");
@@ -254,7 +267,13 @@ int cmd_bench(int argc, char **argv) {
     st = nvf_backend_open(&b, &dev, threads);
     if (st < 0)
         return cli_fail(k_spec.name, st);
-    rc = bench_quant(b, &dev, threads);
+    if (moe) {
+        bench_moe_args a = {g_shape, g_tokens, g_precision,  g_baseline,
+                            g_ep,    g_runs,   g_common.json};
+        rc = bench_moe(b, &dev, &a, &k_spec);
+    } else {
+        rc = bench_quant(b, &dev, threads);
+    }
     nvf_backend_close(b);
     return rc;
 }

@@ -1,10 +1,13 @@
 /*
  * nvfp4tool moe: run one MoE block of a checkpoint on given activations (SPEC sections 2, 7)
- * with the CPU reference of lib/moe. Options and messages only; the pipeline is
+ * with the CPU reference of lib/moe, or its routed experts on a GPU's MoE kernels (--device
+ * cuda). Options and messages only; the pipeline is
  * nvf_moe_run_file().
  */
 #include "cli.h"
 
+#include "nvfp4/backend.h"
+#include "nvfp4/device.h"
 #include "nvfp4/log.h"
 #include "nvfp4/moe.h"
 #include "nvfp4/recipe.h"
@@ -52,7 +55,11 @@ static const cli_spec k_spec = {
         "amax (all of x for FC1, the expert's FC1 output for FC2; per token with\n"
         "--per-token-activations). An NVFP4 checkpoint runs as stored (bf16 means w4a16).\n"
         "Shared experts, router and gates always run as stored, their inputs unquantized.\n"
-        "Device: the MoE block has no CUDA kernel yet: --device cpu or auto (runs on the CPU).\n"
+        "Device: cpu or auto run the CPU reference; cuda[:N] runs the routed experts on the\n"
+        "GPU kernels from the prepared layout (built in memory from the layer's NVFP4 values;\n"
+        "router, routing and shared experts stay on the CPU). The GPU takes NVFP4 experts\n"
+        "(an NVFP4 checkpoint, or --precision w4a16/w4a4) and, for w4a4, the checkpoint's\n"
+        "input scales (no dynamic or per-token activation scales): else exit 1.\n"
         "An input whose H differs from the layer's, or a layer that is not MoE, is exit 2.\n",
     .opts = k_opts,
     .n_opts = sizeof k_opts / sizeof k_opts[0],
@@ -62,7 +69,7 @@ static const cli_spec k_spec = {
 };
 
 /* One line on stdout, or one JSON object with --json. */
-static int print_summary(const char *ckpt, const nvf_moe_run_info *in) {
+static int print_summary(const char *ckpt, const nvf_moe_run_info *in, const char *device) {
     const char *prec = nvf_moe_precision_name(in->precision);
     if (!g_common.json) {
         if (!g_common.quiet)
@@ -80,7 +87,7 @@ static int print_summary(const char *ckpt, const nvf_moe_run_info *in) {
         cJSON_AddStringToObject(js, "input", g_input);
         cJSON_AddStringToObject(js, "output", g_output);
         cJSON_AddStringToObject(js, "precision", prec);
-        cJSON_AddStringToObject(js, "device", "cpu");
+        cJSON_AddStringToObject(js, "device", device);
         cJSON_AddNumberToObject(js, "tokens", (double)in->tokens);
         cJSON_AddNumberToObject(js, "hidden", (double)in->hidden);
         cJSON_AddNumberToObject(js, "intermediate", (double)in->intermediate);
@@ -123,13 +130,11 @@ int cmd_moe(int argc, char **argv) {
     if (g_per_token && o.precision != NVF_MOE_PRECISION_W4A4)
         return cli_usage_error(&k_spec, "--per-token-activations needs --precision w4a4");
     const char *dev = g_common.device ? g_common.device : "auto";
-    if (strncmp(dev, "cuda", 4) == 0)
-        return cli_usage_error(&k_spec, "the MoE block has no CUDA kernel yet; use --device cpu");
-    if (strcmp(dev, "auto") != 0 && strcmp(dev, "cpu") != 0)
+    if (strncmp(dev, "cuda", 4) != 0 && strcmp(dev, "auto") != 0 && strcmp(dev, "cpu") != 0)
         return cli_usage_error(&k_spec, "--device takes auto, cpu or cuda[:N], got '%s'", dev);
     if (strcmp(dev, "auto") == 0)
-        nvf_log(NVF_LOG_INFO, "device auto: the MoE block has no CUDA kernel yet, it runs on "
-                              "the CPU");
+        nvf_log(NVF_LOG_INFO, "device auto: the CPU reference (--device cuda runs the routed "
+                              "experts on the GPU kernels)");
     nvf_recipe r;
     int st = nvf_recipe_init(&r);
     if (st == NVF_OK && g_common.recipe)
@@ -141,9 +146,21 @@ int cmd_moe(int argc, char **argv) {
     o.quant = r.quant;
     o.per_token = g_per_token;
     nvf_recipe_free(&r);
+    nvf_backend *b = NULL;
+    if (strncmp(dev, "cuda", 4) == 0) {
+        nvf_device d;
+        st = nvf_device_select(&d, dev);
+        if (st == NVF_OK)
+            st = nvf_backend_open(&b, &d, 0);
+        if (st != NVF_OK)
+            return cli_fail("moe", st);
+        o.backend = b;
+    }
     nvf_moe_run_info info;
     st = nvf_moe_run_file(&info, pos[0], g_layer, g_input, g_output, &o);
+    int on_gpu = b != NULL;
+    nvf_backend_close(b);
     if (st != NVF_OK)
         return cli_fail("moe", st);
-    return print_summary(pos[0], &info);
+    return print_summary(pos[0], &info, on_gpu ? dev : "cpu");
 }

@@ -124,6 +124,28 @@ int nvf_backend_layout(nvf_backend *b, uint8_t *dst, nvf_layout to, const uint8_
     return b->ops->layout(b, dst, to, src, from, rows, kcols, n);
 }
 
+int nvf_backend_moe(nvf_backend *b, float *y, const uint16_t *x, int64_t t, const int32_t *ids,
+                    const float *weights, int64_t top_k, int64_t expert0, const nvf_moe_prepared *w,
+                    const nvf_moe_act_params *act, const nvf_quant_params *q) {
+    if (!b->ops->moe)
+        return missing(b, "moe");
+    if (t <= 0 || top_k <= 0 || !w || w->n_experts <= 0)
+        return nvf_error_set(NVF_E_INVALID, "moe: %lld tokens, top-%lld, %lld experts",
+                             (long long)t, (long long)top_k, w ? (long long)w->n_experts : 0LL);
+    if ((w->w13_input_scale == NULL) != (w->fc2_input_scale == NULL))
+        return nvf_error_set(NVF_E_INVALID,
+                             "moe: W4A4 needs both w13_input_scale and fc2_input_scale");
+    return b->ops->moe(b, y, x, t, ids, weights, top_k, expert0, w, act, q);
+}
+
+int nvf_backend_bench_moe(nvf_backend *b, nvf_moe_bench_result *out,
+                          const nvf_moe_bench_shape *shape, const int64_t *tokens, size_t n,
+                          int w4a4, int runs, const volatile sig_atomic_t *stop) {
+    if (!b->ops->bench_moe)
+        return missing(b, "bench_moe");
+    return b->ops->bench_moe(b, out, shape, tokens, n, w4a4, runs, stop);
+}
+
 int nvf_backend_bench_quant(nvf_backend *b, double *out_s, nvf_dtype dtype, int64_t rows,
                             int64_t cols, const nvf_quant_params *p, nvf_backend_bench_pass pass,
                             int runs, const volatile sig_atomic_t *stop) {

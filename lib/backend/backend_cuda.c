@@ -6,6 +6,7 @@
 
 #ifdef NVFP4_HAVE_CUDA
 
+#include "kernels/moe_gemm.h"
 #include "kernels/quant_pipeline.h"
 #include "kernels/scale_layout.h"
 
@@ -80,6 +81,48 @@ static int cuda_layout(nvf_backend *b, uint8_t *dst, nvf_layout to, const uint8_
     return nvf_cuda_layout_host(((cuda_state *)b->state)->l, dst, to, src, from, rows, kcols, n);
 }
 
+static int cuda_moe(nvf_backend *b, float *y, const uint16_t *x, int64_t t, const int32_t *ids,
+                    const float *weights, int64_t top_k, int64_t expert0, const nvf_moe_prepared *w,
+                    const nvf_moe_act_params *act, const nvf_quant_params *q) {
+    nvf_cuda_moe_layer l = {
+        .n_experts = w->n_experts,
+        .hidden = w->hidden,
+        .inter = w->inter,
+        .gated = w->gated,
+        .w13 = w->w13,
+        .w13_sf = w->w13_sf,
+        .w2 = w->w2,
+        .w2_sf = w->w2_sf,
+        .w13_alpha = w->w13_alpha,
+        .w2_alpha = w->w2_alpha,
+        .w13_input_scale = w->w13_input_scale,
+        .fc2_input_scale = w->fc2_input_scale,
+    };
+    nvf_cuda_moe_act a = {act->act,          act->swiglu_alpha, act->swiglu_beta,
+                          act->swiglu_limit, act->situ_beta,    act->situ_beta_l};
+    return nvf_cuda_moe_host(y, x, t, ids, weights, top_k, expert0, &l, &a, q, b->device.index);
+}
+
+static int cuda_bench_moe(nvf_backend *b, nvf_moe_bench_result *out,
+                          const nvf_moe_bench_shape *shape, const int64_t *tokens, size_t n,
+                          int w4a4, int runs, const volatile sig_atomic_t *stop) {
+    nvf_cuda_moe_bench_shape s = {shape->hidden, shape->inter, shape->n_experts_total,
+                                  shape->n_local, shape->top_k};
+    nvf_cuda_moe_bench_result *r = calloc(n ? n : 1, sizeof *r);
+    if (!r)
+        return nvf_error_set(NVF_E_NOMEM, "no memory for the bench results");
+    int rc = nvf_cuda_moe_bench(r, &s, tokens, n, w4a4, runs, stop, b->device.index);
+    for (size_t i = 0; i < n && rc == NVF_OK; i++) {
+        out[i].ms = r[i].ms;
+        out[i].weight_bytes = r[i].weight_bytes;
+        out[i].flops = r[i].flops;
+        out[i].copy_gbps = r[i].copy_gbps;
+        out[i].active_experts = r[i].active_experts;
+    }
+    free(r);
+    return rc;
+}
+
 static int cuda_config_count(const nvf_backend *b) {
     (void)b;
     return nvf_cuda_quant_config_count();
@@ -102,6 +145,8 @@ const nvf_backend_ops nvf_backend_cuda_ops = {
     .dequant_bf16 = cuda_dequant_bf16,
     .layout = cuda_layout,
     .bench_quant = cuda_bench_quant,
+    .moe = cuda_moe,
+    .bench_moe = cuda_bench_moe,
     .config_count = cuda_config_count,
     .set_config = cuda_set_config,
 };

@@ -29,6 +29,13 @@ typedef struct nvf_backend_ops {
     int (*bench_quant)(nvf_backend *b, double *out_s, nvf_dtype dtype, int64_t rows, int64_t cols,
                        const nvf_quant_params *p, nvf_backend_bench_pass pass, int runs,
                        const volatile sig_atomic_t *stop);
+    /* NULL: no MoE kernels (arguments checked by nvf_backend_moe) */
+    int (*moe)(nvf_backend *b, float *y, const uint16_t *x, int64_t t, const int32_t *ids,
+               const float *weights, int64_t top_k, int64_t expert0, const nvf_moe_prepared *w,
+               const nvf_moe_act_params *act, const nvf_quant_params *q);
+    int (*bench_moe)(nvf_backend *b, nvf_moe_bench_result *out, const nvf_moe_bench_shape *shape,
+                     const int64_t *tokens, size_t n, int w4a4, int runs,
+                     const volatile sig_atomic_t *stop);
     /* NULL: no launch configurations */
     int (*config_count)(const nvf_backend *b);
     int (*set_config)(nvf_backend *b, int config, size_t chunk_bytes);

@@ -5,6 +5,7 @@
  *   out: one tensor "y" F32 [T, H]; __metadata__ {"format": "pt", "layer", "precision",
  *        "checkpoint_format", "tokens"}; written as OUT.tmp, fsynced, renamed.
  */
+#include "moe_weights.h"
 #include "nvfp4/format.h"
 #include "nvfp4/log.h"
 #include "nvfp4/moe.h"
@@ -110,14 +111,15 @@ int nvf_moe_run_file(nvf_moe_run_info *info, const char *ckpt_path, int64_t laye
         goto done;
     nvf_log(NVF_LOG_INFO,
             "layer %" PRId64 ": %" PRId64 " tokens, H %" PRId64 ", I %" PRId64 ", %" PRId64
-            " experts top-%" PRId64 " (%s%s), %s, shared experts %s, precision %s, on the CPU",
+            " experts top-%" PRId64 " (%s%s), %s, shared experts %s, precision %s, %s",
             layer, t, h, inter, spec.n_experts, spec.top_k, nvf_moe_route_name(spec.route),
             spec.renormalize ? ", renormalized" : "", nvf_moe_act_name(spec.act),
-            has_shared ? (has_gate ? "gated" : "yes") : "no",
-            nvf_moe_precision_name(run.precision));
+            has_shared ? (has_gate ? "gated" : "yes") : "no", nvf_moe_precision_name(run.precision),
+            run.backend ? "routed experts on the device" : "on the CPU");
     y = malloc((size_t)t * (size_t)h * sizeof *y);
-    rc = y ? nvf_moe_forward_ref(y, x, t, h, &spec, w, &run)
-           : nvf_error_set(NVF_E_NOMEM, "no memory for the output");
+    rc = !y            ? nvf_error_set(NVF_E_NOMEM, "no memory for the output")
+         : run.backend ? moe_forward_device(y, x, t, h, &spec, w, &run)
+                       : nvf_moe_forward_ref(y, x, t, h, &spec, w, &run);
     if (rc == NVF_OK)
         rc = write_output(out_path, y, t, h, layer, nvf_moe_precision_name(run.precision),
                           nvf_ckpt_format_name(ck->quant.format));

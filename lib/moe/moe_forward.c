@@ -135,8 +135,8 @@ static void free3(nvf_moe_matrix *m) {
 }
 
 /* logits [t, E] = x . Wr^T * alpha */
-static int router_logits(float *logits, const float *x, int64_t t, int64_t n_h, int64_t n_e,
-                         nvf_moe_weights *w) {
+int moe_router_logits(float *logits, const float *x, int64_t t, int64_t n_h, int64_t n_e,
+                      nvf_moe_weights *w) {
     nvf_moe_matrix m[3];
     int rc = nvf_moe_weights_get(w, m, NVF_MOE_PART_ROUTER, 0);
     if (rc != NVF_OK)
@@ -196,8 +196,8 @@ static int run_experts(float *ys, const float *x, int64_t t, int64_t n_h, const 
 }
 
 /* y += shared experts (x gate) on every token. */
-static int run_shared(float *y, const float *x, int64_t t, int64_t n_h, const nvf_moe_spec *spec,
-                      nvf_moe_weights *w, const nvf_moe_opts *o, float x_amax, int gated) {
+int moe_run_shared(float *y, const float *x, int64_t t, int64_t n_h, const nvf_moe_spec *spec,
+                   nvf_moe_weights *w, const nvf_moe_opts *o, float x_amax, int gated) {
     nvf_moe_matrix m[3], sg[3];
     memset(sg, 0, sizeof sg);
     /* the shared experts stay in source precision (the default scope converts routed experts
@@ -264,7 +264,7 @@ int nvf_moe_forward_ref(float *y, const float *x, int64_t t, int64_t hidden,
                  : nvf_error_set(NVF_E_NOMEM, "no memory for routing %" PRId64 " tokens", t);
     float x_amax = row_amax(x, t * hidden);
     if (rc == NVF_OK)
-        rc = router_logits(logits, x, t, hidden, n_e, w);
+        rc = moe_router_logits(logits, x, t, hidden, n_e, w);
     if (rc == NVF_OK && bias)
         rc = nvf_moe_weights_bias(w, bias);
     if (rc == NVF_OK)
@@ -279,8 +279,8 @@ int nvf_moe_forward_ref(float *y, const float *x, int64_t t, int64_t hidden,
             y[i * hidden + c] = acc;
         }
     if (rc == NVF_OK && w->has_shared)
-        rc = run_shared(y, x, t, hidden, spec, w, o, x_amax,
-                        spec->shared_gate && w->has_shared_gate);
+        rc = moe_run_shared(y, x, t, hidden, spec, w, o, x_amax,
+                            spec->shared_gate && w->has_shared_gate);
     free(logits);
     free(bias);
     free(ids);

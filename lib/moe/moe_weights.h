@@ -54,4 +54,24 @@ int moe_prepared_open(nvf_moe_weights **out, const nvf_ckpt *ck, const nvf_moe_l
 /** Element `i` of an F32, BF16 or F16 tensor as f32 (moe_nvfp4.c). */
 float moe_scalar_at(const nvf_st_tensor *t, uint64_t i);
 
+/** Router logits [t, E] = x . Wr^T * alpha in f32 (moe_forward.c). @return 0 or as
+ * nvf_moe_weights_get. */
+int moe_router_logits(float *logits, const float *x, int64_t t, int64_t n_h, int64_t n_e,
+                      nvf_moe_weights *w);
+
+/** y += the shared experts' output on every token (times the shared gate when `gated`), their
+ * inputs unquantized (moe_forward.c). */
+int moe_run_shared(float *y, const float *x, int64_t t, int64_t n_h, const nvf_moe_spec *spec,
+                   nvf_moe_weights *w, const nvf_moe_opts *o, float x_amax, int gated);
+
+/**
+ * The block with the routed experts on `b`'s MoE kernels (moe_device.c): router and routing
+ * on the CPU (nvf_moe_route_ref), every routed expert re-encoded from its exact NVFP4 values into
+ * the prepared layout (SPEC section 5) and run by nvf_backend_moe, shared experts on the CPU.
+ * @return as nvf_moe_forward_ref; NVF_E_UNSUPPORTED (a layer that is not NVFP4, gate and up of
+ * different alpha, W4A4 without input scales or with per-token scales).
+ */
+int moe_forward_device(float *y, const float *x, int64_t t, int64_t hidden,
+                       const nvf_moe_spec *spec, nvf_moe_weights *w, const nvf_moe_opts *o);
+
 #endif

@@ -420,7 +420,8 @@ static void test_w4a4(void) {
     CHECK(ck && nvf_moe_spec_from_ckpt(&s, ck) == 0);
     nvf_moe_opts o = {NVF_MOE_PRECISION_W4A16,
                       {NVF_QUANT_METHOD_RTN, NVF_QUANT_ERROR_MSE, NVF_QUANT_DOMAIN_SCALED, 448},
-                      0};
+                      0,
+                      NULL};
     float x[16] = {1, 0.3f}, y[16];
     const float want[3] = {64.5f, 72.0f, 72.0f};
     for (int run = 0; run < 3 && ck; run++) {

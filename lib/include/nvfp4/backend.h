@@ -127,6 +127,69 @@ int nvf_backend_bench_quant(nvf_backend *b, double *out_s, nvf_dtype dtype, int6
                             int64_t cols, const nvf_quant_params *p, nvf_backend_bench_pass pass,
                             int runs, const volatile sig_atomic_t *stop);
 
+/* MoE (SPEC section 7). The CPU twin of `moe` is lib/moe's nvf_moe_forward_ref on the same
+ * NVFP4 values in the linear layout: lib/moe sits above the backend and keeps its reference,
+ * the backend computes only on a device (the CPU backend leaves `moe` empty). */
+
+/** One MoE layer's routed experts in the prepared layout (SPEC section 5), host memory. */
+typedef struct nvf_moe_prepared {
+    int64_t n_experts;      /* E (a rank's experts under expert parallelism) */
+    int64_t hidden, inter;  /* H, I */
+    int32_t gated;          /* w13 holds 2I up/gate rows interleaved by 64; 0: I up rows */
+    const uint8_t *w13;     /* U8 [E, N1, H/2] */
+    const uint8_t *w13_sf;  /* E4M3, each expert nvf_layout_bytes(128x4, N1, H/16) bytes */
+    const uint8_t *w2;      /* U8 [E, H, I/2] */
+    const uint8_t *w2_sf;   /* E4M3, each expert nvf_layout_bytes(128x4, H, I/16) bytes */
+    const float *w13_alpha; /* [E] */
+    const float *w2_alpha;  /* [E] */
+    /* W4A4: [E] and [1]; both NULL for W4A16 */
+    const float *w13_input_scale, *fc2_input_scale;
+} nvf_moe_prepared;
+
+/** The FC1 activation: `act` an nvf_moe_act value (nvfp4/moe.h) and its parameters. */
+typedef struct nvf_moe_act_params {
+    int32_t act;
+    float swiglu_alpha, swiglu_beta, swiglu_limit;
+    float situ_beta, situ_beta_l;
+} nvf_moe_act_params;
+
+/**
+ * The routed experts of one MoE block: y [t, H] f32 = for each token, the sum over its top_k
+ * slots in order of weights[t, j] * expert ids[t, j]'s MLP of x[t] (x BF16 bits [t, H]; local
+ * expert e is id expert0 + e, other ids contribute nothing). W4A4 when `w` has input scales
+ * (activations quantized with `q`, NULL: RTN). Deterministic: the same inputs give the same
+ * bytes.
+ * @return 0; NVF_E_UNSUPPORTED (a backend without the operation: the CPU); NVF_E_INVALID (a shape
+ * the kernels do not take, named); NVF_E_CUDA; NVF_E_NOMEM.
+ */
+int nvf_backend_moe(nvf_backend *b, float *y, const uint16_t *x, int64_t t, const int32_t *ids,
+                    const float *weights, int64_t top_k, int64_t expert0, const nvf_moe_prepared *w,
+                    const nvf_moe_act_params *act, const nvf_quant_params *q);
+
+/** A synthetic MoE layer for nvf_backend_bench_moe. */
+typedef struct nvf_moe_bench_shape {
+    int64_t hidden, inter, n_experts_total, n_local, top_k;
+} nvf_moe_bench_shape;
+
+/** One token count of nvf_backend_bench_moe. */
+typedef struct nvf_moe_bench_result {
+    double ms;             /* median time of the block */
+    double weight_bytes;   /* NVFP4 bytes of the local experts reached (mean over runs) */
+    double flops;          /* 2 x local routed rows x (N1 H + H I) (mean) */
+    double copy_gbps;      /* device copy bandwidth (read + write) measured in the same call */
+    double active_experts; /* local experts reached (mean) */
+} nvf_moe_bench_result;
+
+/**
+ * Time the block (W4A16, or W4A4 with `w4a4`) on random prepared weights of `shape` for each of
+ * the `n` token counts into out[n]: fresh softmax top-k routing of random logits per run,
+ * activations rotated through 256 MiB, CUDA events, 3 warm-up runs, median of `runs`.
+ * @return 0; NVF_E_UNSUPPORTED (the CPU); NVF_E_INTERRUPTED; NVF_E_CUDA; NVF_E_NOMEM.
+ */
+int nvf_backend_bench_moe(nvf_backend *b, nvf_moe_bench_result *out,
+                          const nvf_moe_bench_shape *shape, const int64_t *tokens, size_t n,
+                          int w4a4, int runs, const volatile sig_atomic_t *stop);
+
 /** Number of launch configurations the backend can be set to (0: none, the CPU). */
 int nvf_backend_config_count(const nvf_backend *b);
 

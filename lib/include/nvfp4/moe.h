@@ -193,6 +193,9 @@ typedef struct nvf_moe_opts {
     nvf_moe_precision precision;
     nvf_quant_params quant; /* W4A4: how activations are quantized */
     int per_token;          /* W4A4: one global scale per token row instead of per tensor */
+    /* nvf_moe_run_file: the routed experts on this backend's MoE kernels (nvf_backend_moe);
+     * NULL: everything on the CPU reference */
+    struct nvf_backend *backend;
 } nvf_moe_opts;
 
 /**
@@ -239,7 +242,10 @@ int nvf_moe_expert_ref(float *y, const float *x, int64_t rows, int64_t hidden,
  * `nvfp4tool moe`: open `ckpt_path`, read x from `in_path` (its only tensor, or the one named
  * "x"; BF16 or F32 [T, H]), run layer `layer`, write `out_path` with one tensor "y" F32 [T, H]
  * and metadata {layer, precision, checkpoint_format, tokens} atomically (tmp + rename); what
- * ran into *info (NULL: not wanted).
+ * ran into *info (NULL: not wanted). With o->backend, the routed experts run on its MoE
+ * kernels from the prepared layout (router, routing and shared experts stay the CPU
+ * reference's): NVF_E_UNSUPPORTED for a layer that is not NVFP4 after `precision`, W4A4
+ * without the checkpoint's input scales, or per-token W4A4.
  * @return 0; NVF_E_INVALID (no such MoE layer, listing the MoE layers); NVF_E_SHAPE (x's
  * shape, naming the file, tensor and both shapes); NVF_E_FORMAT; NVF_E_IO; NVF_E_NOMEM.
  */

@@ -58,8 +58,9 @@ PY
 expect 3 "tensor 'w.weight': non-finite value nan at index \[0, 21\]" -- \
     "$NVFP4TOOL" quantize "$tmp/nan.safetensors" "$tmp/o.safetensors"
 "$NVFP4TOOL" quantize "$tmp/nan.safetensors" "$tmp/o.safetensors" --allow-nonfinite --quiet >/dev/null
-# bench: moe is not implemented (exit 1); quant reports every variant and pass.
-expect 1 "not implemented" -- "$NVFP4TOOL" bench moe
+# bench: moe times GPU kernels (on the CPU a usage error, exit 2: tests/cli/bench/moe_usage.sh);
+# quant reports every variant and pass.
+expect 2 "give --device cuda" -- "$NVFP4TOOL" bench moe
 "$NVFP4TOOL" bench quant --device cpu --size-mb 1 --runs 1 --json --quiet >"$tmp/bench.json"
 "$NVFP4_PYTHON" - "$tmp/bench.json" <<'PY'
 import json, sys

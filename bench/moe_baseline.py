@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""BF16 baseline of `nvfp4tool bench moe`: the same MoE block with torch._grouped_mm.
+
+Same shapes, token counts and method as the NVFP4 bench (kernels/moe_bench.cu): random BF16
+weights of one expert-parallel rank (the first n_local experts), per run fresh random logits
+in (-4, 4) routed by softmax top-k over all experts with renormalization (outside the timed
+region), activations read from a rotating offset of a 256 MiB pool; timed with CUDA events
+around the block (gather by expert, FC1 grouped_mm, silu(gate) * up, FC2 grouped_mm, weighted
+combine), 3 warm-up runs, median of --runs. Writes JSON that `nvfp4tool bench moe --baseline`
+reads: {"shape", "ep", "device", "runs", "results": [{"tokens", "ms"}]}.
+
+    python3 bench/moe_baseline.py --shape deepseek-v3 --out /tmp/bf16-dsv3.json
+"""
+import argparse
+import json
+import statistics
+
+import torch
+
+SHAPES = {  # hidden, intermediate, experts, top-k, default ep
+    "deepseek-v3": (7168, 2048, 256, 8, 8),
+    "qwen3-30b-a3b": (2048, 768, 128, 8, 1),
+    "gpt-oss-120b": (2880, 2880, 128, 4, 1),
+}
+
+
+def block(x, ids, wts, w13, w2, n_local, inter):
+    """y [T, H] = sum over local slots of weight * expert MLP (silu) of x, in BF16, without a
+    host synchronization: slots of other ranks' experts sort last, past the grouped GEMMs'
+    last offset, and are masked out of the combine."""
+    t, k = ids.shape
+    flat = ids.reshape(-1)
+    key = torch.where(flat < n_local, flat, n_local)
+    order = torch.argsort(key, stable=True)
+    counts = torch.zeros(n_local + 1, dtype=torch.int32, device=x.device)
+    counts.scatter_add_(0, key, torch.ones_like(key, dtype=torch.int32))
+    offs = torch.cumsum(counts[:n_local], 0, dtype=torch.int32)
+    tok = order // k
+    a = x[tok]
+    h = torch._grouped_mm(a, w13.transpose(-2, -1), offs=offs)
+    h = torch.nn.functional.silu(h[:, :inter]) * h[:, inter:]
+    o = torch._grouped_mm(h, w2.transpose(-2, -1), offs=offs)
+    local = (key[order] < n_local)[:, None]
+    o = torch.where(local, o * wts.reshape(-1)[order, None].to(o.dtype), 0)
+    y = torch.zeros_like(x)
+    y.index_add_(0, tok, o)
+    return y
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shape", default="deepseek-v3", choices=sorted(SHAPES))
+    ap.add_argument("--tokens", default=",".join(str(1 << i) for i in range(13)))
+    ap.add_argument("--ep", type=int, default=0)
+    ap.add_argument("--runs", type=int, default=25)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    hidden, inter, experts, top_k, ep_default = SHAPES[args.shape]
+    ep = args.ep or ep_default
+    n_local = experts // ep
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    w13 = (torch.randn(n_local, 2 * inter, hidden, device=dev) * 0.02).to(torch.bfloat16)
+    w2 = (torch.randn(n_local, hidden, inter, device=dev) * 0.02).to(torch.bfloat16)
+    pool = torch.randn((256 << 20) // 2, device=dev).to(torch.bfloat16)
+    results = []
+    for t in [int(v) for v in args.tokens.split(",")]:
+        times, off = [], 0
+        for r in range(-3, args.runs):
+            logits = torch.rand(t, experts, device=dev) * 8 - 4
+            p = torch.softmax(logits, dim=-1)
+            wts, ids = torch.topk(p, top_k, dim=-1)
+            wts = wts / wts.sum(-1, keepdim=True)
+            off = (off + t * hidden + 4095) // 4096 * 4096
+            if off + t * hidden > pool.numel():
+                off = 0
+            x = pool[off:off + t * hidden].view(t, hidden)
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            block(x, ids, wts, w13, w2, n_local, inter)
+            e1.record()
+            e1.synchronize()
+            if r >= 0:
+                times.append(e0.elapsed_time(e1))
+        ms = statistics.median(times)
+        results.append({"tokens": t, "ms": ms})
+        print(f"{args.shape} ep {ep} tokens {t:5d}: {ms:.4f} ms")
+    with open(args.out, "w") as f:
+        json.dump({"shape": args.shape, "ep": ep, "device": torch.cuda.get_device_name(),
+                   "runs": args.runs, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+/*
+ * The NVFP4 MoE block on the GPU (kernels/moe.cu, kernels/moe_gemm.cu, kernels/moe_bench.cu; C
+ * linkage, device pointers). One layer's experts stay resident in the prepared layout (SPEC
+ * section 5) and a run computes, for activations x [T, H] BF16 and a routing (ids, weights)
+ * [T, top_k]:
+ *   1. permutation: per local expert, in expert order, the (token, slot) pairs routed to it in
+ *      slot order (an ordered compaction per expert, no atomics); a tile map of 16- or 64-row
+ *      tiles per expert;
+ *   2. W4A4 only: the gathered FC1 input rows quantized to NVFP4 with the expert's global scale
+ *      1 / w13_input_scale (nvf_qb_quantize, RTN or 4over6) and replaced by their exact
+ *      E2M1 x E4M3 values in BF16;
+ *   3. FC1 grouped GEMM: E2M1 x E4M3 weights dequantized to BF16 in registers (exact), BF16
+ *      mma.sync m16n8k16 with f32 accumulation, K optionally split in fixed ranges into an f32
+ *      workspace;
+ *   4. FC1 epilogue: the split partials summed in split order, times w13_alpha, the gated
+ *      activation of the (gate, up) pair that the w13 interleave places 64 rows apart, rounded
+ *      to BF16 (W4A4: quantized with 1 / fc2_input_scale, as in 2);
+ *   5. FC2 grouped GEMM (as 3) on the FC1 output;
+ *   6. finalize: per token, sum over its slots in selection order of weight * alpha2 * FC2, in
+ *      f32 (fixed order: the output bytes do not depend on the launch).
+ * Slots routed to an expert outside [expert0, expert0 + n_experts) (expert parallelism)
+ * contribute nothing.
+ */
+#ifndef NVFP4_KERNELS_MOE_GEMM_H
+#define NVFP4_KERNELS_MOE_GEMM_H
+
+#include "nvfp4/quant_types.h"
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct CUstream_st; /* cudaStream_t is `struct CUstream_st *` */
+
+/** One layer's routed experts in the prepared layout, device pointers. */
+typedef struct nvf_cuda_moe_layer {
+    int64_t n_experts;       /* local experts E */
+    int64_t n_experts_total; /* experts routed over, all ranks (0: n_experts): sizes tiles and
+                                K splits, which assume slots spread evenly over them */
+    int64_t hidden, inter;   /* H, I (I % 64 == 0 when gated; H, I % 16 == 0) */
+    int32_t gated;           /* w13 holds 2I interleaved up/gate rows; 0: I up rows (relu2) */
+    const uint8_t *w13;      /* [E, N1, H/2], N1 = 2I (gated) or I */
+    const uint8_t *w13_sf;   /* [E] x nvf_layout_bytes(128x4, N1, H/16) */
+    const uint8_t *w2;       /* [E, H, I/2] */
+    const uint8_t *w2_sf;    /* [E] x nvf_layout_bytes(128x4, H, I/16) */
+    const float *w13_alpha;  /* [E] */
+    const float *w2_alpha;   /* [E] */
+    /* W4A4: [E] and [1], the activation decode scales (the global scales are their
+     * reciprocals); both NULL for W4A16 */
+    const float *w13_input_scale, *fc2_input_scale;
+} nvf_cuda_moe_layer;
+
+/** The FC1 activation: `act` an nvf_moe_act value (0 silu, 1 swiglu, 2 situ, 3 relu2). */
+typedef struct nvf_cuda_moe_act {
+    int32_t act;
+    float swiglu_alpha, swiglu_beta, swiglu_limit;
+    float situ_beta, situ_beta_l;
+} nvf_cuda_moe_act;
+
+typedef struct nvf_cuda_moe nvf_cuda_moe;
+
+/**
+ * The workspace of runs of up to `max_tokens` tokens with `top_k` slots each on `layer`
+ * (copied; its device pointers must outlive the state), on the current device.
+ * @return 0, NVF_E_INVALID (a shape the kernels do not take, named), NVF_E_CUDA, NVF_E_NOMEM.
+ */
+int nvf_cuda_moe_create(nvf_cuda_moe **out, const nvf_cuda_moe_layer *layer, int64_t max_tokens,
+                        int64_t top_k);
+
+/** Free the workspace; NULL is fine. */
+void nvf_cuda_moe_free(nvf_cuda_moe *m);
+
+/**
+ * Queue one block on `stream`: y [t, H] f32 from x [t, H] BF16 (bits), ids and weights
+ * [t, top_k] (global expert ids; local expert e is id expert0 + e). W4A4 when the layer has
+ * input scales, quantizing with `q` (NULL: RTN). Nothing is waited for.
+ * @return 0, NVF_E_INVALID (t beyond max_tokens), NVF_E_CUDA.
+ */
+int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, int64_t t, const int32_t *ids,
+                     const float *weights, int64_t expert0, const nvf_cuda_moe_act *act,
+                     const nvf_quant_params *q, struct CUstream_st *stream);
+
+/**
+ * Queue softmax top-k routing of logits [t, n_experts] f32 into ids and weights [t, top_k]
+ * (selection order: descending probability, ties to the lower id; renormalized over the
+ * selection when `renormalize`), one thread per token.
+ * @return 0 or NVF_E_CUDA.
+ */
+int nvf_cuda_moe_route(int32_t *ids, float *weights, const float *logits, int64_t t,
+                       int64_t n_experts, int64_t top_k, int renormalize,
+                       struct CUstream_st *stream);
+
+/**
+ * The whole block on host memory (kernels/moe_host.cu): `layer` holds host pointers; everything
+ * is uploaded to CUDA device `device`, run on `stream` with nvf_cuda_moe_run, y [t, H] downloaded
+ * and the device memory freed. For tests and `moe --device cuda`.
+ * @return as nvf_cuda_moe_create and nvf_cuda_moe_run, or NVF_E_CUDA.
+ */
+int nvf_cuda_moe_host(float *y, const uint16_t *x, int64_t t, const int32_t *ids,
+                      const float *weights, int64_t top_k, int64_t expert0,
+                      const nvf_cuda_moe_layer *layer, const nvf_cuda_moe_act *act,
+                      const nvf_quant_params *q, int device);
+
+/* The grouped GEMM of steps 3 and 5 (kernels/moe_gemm.cu), for moe.cu. ------------------- */
+
+/** What the GEMM of one run reads: the permutation's outputs, device pointers. */
+typedef struct nvf_cuda_moe_plan {
+    const int32_t *offsets;   /* [E + 1] first permuted row of each expert */
+    const int32_t *tile_info; /* [max_tiles] expert << 20 | row0 of each tile; -1 unused */
+    const int32_t *perm;      /* [rows] slot of each permuted row */
+    int32_t max_tiles, tile_rows, top_k;
+} nvf_cuda_moe_plan;
+
+/**
+ * Queue ws[z][row][n] (z < ceil(ceil(K/64) / chunks_per_split), rows in permuted order, n < N)
+ * = sum over the z-th range of chunks_per_split 64-value K chunks
+ * of A[row] . W_e[n] for every tile of the plan: A is `a` [rows, K] BF16 (gather: row p is
+ * a[perm[p] / top_k] when `gather`), W_e expert e's E2M1 rows [N, K/2] at w + e * N * K / 2
+ * with its 128x4 scales at sf + e * nvf_layout_bytes(128x4, N, K/16). tile_rows 16 or 64.
+ * @return 0 or NVF_E_CUDA.
+ */
+int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
+                      const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k,
+                      int chunks_per_split, const nvf_cuda_moe_plan *plan,
+                      struct CUstream_st *stream);
+
+/* Benchmark (kernels/moe_bench.cu). -------------------------------------------------------- */
+
+/** A synthetic layer to time. */
+typedef struct nvf_cuda_moe_bench_shape {
+    int64_t hidden, inter, n_experts_total, n_local, top_k;
+} nvf_cuda_moe_bench_shape;
+
+/** One row of `bench moe`. */
+typedef struct nvf_cuda_moe_bench_result {
+    double ms;             /* median of the runs */
+    double weight_bytes;   /* NVFP4 bytes (codes + scales) of the experts reached, mean */
+    double flops;          /* 2 * (rows routed locally) * (N1 * H + H * I), mean */
+    double copy_gbps;      /* device-to-device copy bandwidth measured in the same call */
+    double active_experts; /* local experts reached per run, mean */
+} nvf_cuda_moe_bench_result;
+
+/**
+ * Time the block on random weights in the prepared layout generated on the device, with
+ * `tokens` tokens, silu, W4A16 or W4A4 (RTN): fresh random logits and softmax top-k routing
+ * every run (outside the timed region), activation buffers rotated over more than 128 MiB,
+ * CUDA events around the block, 3 warm-up runs and the median of `runs`. `stop` may be NULL.
+ * The copy bandwidth is timed on a 1 GiB device copy once per call. Runs on CUDA device
+ * `device`.
+ * @return 0, NVF_E_INTERRUPTED, NVF_E_CUDA, NVF_E_NOMEM, NVF_E_DEVICE.
+ */
+int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out, const nvf_cuda_moe_bench_shape *shape,
+                       const int64_t *tokens, size_t n_tokens, int w4a4, int runs,
+                       const volatile sig_atomic_t *stop, int device);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,382 @@
+/*
+ * The CUDA MoE kernels (nvf_backend_moe) against their CPU twin, lib/moe's nvf_moe_forward_ref,
+ * on the same NVFP4 values: the test draws random E2M1 codes and E4M3 scales per expert, gives
+ * the CPU forward their exact values in the linear layout through a provider of its own, and
+ * gives the GPU the same bytes in the prepared layout it builds here with nvfp4/layout.h
+ * (up/gate rows interleaved by 64, scales 128x4 swizzled, padding 0). The routing the GPU gets
+ * is nvf_moe_route_ref on logits computed as the forward computes them (same f32 loop).
+ * Cases: random routing; T = 1; T = 37 and 200 (not multiples of the 16- or 64-row tiles);
+ * all tokens to one expert (top-1 on a zero router: every logit ties, the lower id wins) and so
+ * experts with zero tokens; H = 1040 (K not a multiple of 64) and split K; the DeepSeek-V3
+ * (7168, 2048) and GPT-OSS (2880, 2880) expert shapes; silu, swiglu, situ, relu2 (non-gated);
+ * W4A16 and W4A4 (RTN and 4over6). Rel-L2 <= 1e-3 for W4A16 (both sum in
+ * f32, in other orders) and <= 1e-2 for W4A4 (an order-dependent BF16 rounding of an FC1 output
+ * can move an FC2 input to the neighbouring E2M1 value); all outputs finite; two GPU runs
+ * byte-identical. Seed fixed and printed. Exit 77 (skip) without a GPU.
+ */
+#include "check.h"
+
+#include "moe/moe_weights.h"
+#include "nvfp4/backend.h"
+#include "nvfp4/device.h"
+#include "nvfp4/format.h"
+#include "nvfp4/layout.h"
+#include "nvfp4/status.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEED 0x9E3779B97F4A7C15ull
+
+static uint64_t g_rng = SEED;
+static nvf_backend *g_gpu;
+
+static uint32_t rnd(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (uint32_t)(g_rng >> 32);
+}
+
+/* uniform in (-1, 1) */
+static float urand(void) {
+    return ((float)(rnd() >> 8) / 16777216.0f) * 2.0f - 1.0f;
+}
+
+/* One projection of one expert: codes [rows, cols/2] and linear scales [rows, cols/16]. */
+typedef struct proj {
+    int64_t rows, cols;
+    uint8_t *codes, *scales;
+} proj;
+
+typedef struct layer {
+    int64_t E, H, I;
+    int gated, w4a4;
+    proj *gate, *up, *down; /* [E] each; gate NULL when not gated */
+    float *alpha13, *alpha2, *in13, fc2_in;
+    float *router; /* [E, H] */
+} layer;
+
+static void proj_make(proj *p, int64_t rows, int64_t cols) {
+    p->rows = rows;
+    p->cols = cols;
+    p->codes = malloc((size_t)(rows * cols / 2));
+    p->scales = malloc((size_t)(rows * cols / 16));
+    for (int64_t i = 0; i < rows * cols / 2; i++)
+        p->codes[i] = (uint8_t)rnd();
+    /* E4M3 0x20..0x3F: 2^-4 .. 0.94 (subnormal-free), and a few subnormals */
+    for (int64_t i = 0; i < rows * cols / 16; i++)
+        p->scales[i] = (uint8_t)(rnd() % 16 == 0 ? 1 + rnd() % 7 : 0x20 + rnd() % 32);
+}
+
+static float proj_value(const proj *p, int64_t r, int64_t c) {
+    return nvf_e2m1_to_f32(nvf_e2m1_unpack(p->codes + r * (p->cols / 2), c)) *
+           nvf_e4m3_to_f32(p->scales[r * (p->cols / 16) + c / 16]);
+}
+
+/* The CPU provider: the same values, linear, as f32. */
+typedef struct test_weights {
+    nvf_moe_weights base;
+    const layer *l;
+} test_weights;
+
+static void matrix_of(nvf_moe_matrix *m, const proj *p, float alpha, float input_scale) {
+    m->rows = p->rows;
+    m->cols = p->cols;
+    m->w = malloc((size_t)(p->rows * p->cols) * sizeof *m->w);
+    for (int64_t r = 0; r < p->rows; r++)
+        for (int64_t c = 0; c < p->cols; c++)
+            m->w[r * p->cols + c] = proj_value(p, r, c);
+    m->alpha = alpha;
+    m->input_scale = input_scale;
+    m->nvfp4 = 1;
+}
+
+static int tw_get(nvf_moe_weights *w, nvf_moe_matrix out[3], nvf_moe_part part, int64_t e) {
+    const layer *l = ((test_weights *)w)->l;
+    memset(out, 0, 3 * sizeof *out);
+    if (part == NVF_MOE_PART_ROUTER) {
+        out[0].rows = l->E;
+        out[0].cols = l->H;
+        out[0].w = malloc((size_t)(l->E * l->H) * sizeof(float));
+        memcpy(out[0].w, l->router, (size_t)(l->E * l->H) * sizeof(float));
+        out[0].alpha = 1.0f;
+        return NVF_OK;
+    }
+    if (part != NVF_MOE_PART_EXPERT)
+        return nvf_error_set(NVF_E_FORMAT, "test provider: no part %d", (int)part);
+    float in13 = l->w4a4 ? l->in13[e] : 0.0f, in2 = l->w4a4 ? l->fc2_in : 0.0f;
+    if (l->gated)
+        matrix_of(&out[NVF_PROJ_GATE], &l->gate[e], l->alpha13[e], in13);
+    matrix_of(&out[NVF_PROJ_UP], &l->up[e], l->alpha13[e], in13);
+    matrix_of(&out[NVF_PROJ_DOWN], &l->down[e], l->alpha2[e], in2);
+    return NVF_OK;
+}
+
+static void tw_close(nvf_moe_weights *w) {
+    free(w);
+}
+
+static const moe_weights_ops k_test_ops = {.get = tw_get, .bias = NULL, .close = tw_close};
+
+static void layer_make(layer *l, int64_t E, int64_t H, int64_t I, int gated, int w4a4,
+                       int zero_router) {
+    memset(l, 0, sizeof *l);
+    l->E = E;
+    l->H = H;
+    l->I = I;
+    l->gated = gated;
+    l->w4a4 = w4a4;
+    l->gate = gated ? calloc((size_t)E, sizeof(proj)) : NULL;
+    l->up = calloc((size_t)E, sizeof(proj));
+    l->down = calloc((size_t)E, sizeof(proj));
+    l->alpha13 = malloc((size_t)E * sizeof(float));
+    l->alpha2 = malloc((size_t)E * sizeof(float));
+    l->in13 = malloc((size_t)E * sizeof(float));
+    for (int64_t e = 0; e < E; e++) {
+        if (gated)
+            proj_make(&l->gate[e], I, H);
+        proj_make(&l->up[e], I, H);
+        proj_make(&l->down[e], H, I);
+        l->alpha13[e] = 0.05f + 0.01f * (float)e;
+        l->alpha2[e] = 0.03f + 0.005f * (float)e;
+        l->in13[e] = 1.0f / (200.0f + 50.0f * (float)e);
+    }
+    l->fc2_in = 1.0f / 300.0f;
+    l->router = malloc((size_t)(E * H) * sizeof(float));
+    for (int64_t i = 0; i < E * H; i++)
+        l->router[i] = zero_router ? 0.0f : urand();
+}
+
+static void layer_free(layer *l) {
+    for (int64_t e = 0; e < l->E; e++) {
+        proj *ps[3] = {l->gate ? &l->gate[e] : NULL, &l->up[e], &l->down[e]};
+        for (int j = 0; j < 3; j++)
+            if (ps[j]) {
+                free(ps[j]->codes);
+                free(ps[j]->scales);
+            }
+    }
+    free(l->gate);
+    free(l->up);
+    free(l->down);
+    free(l->alpha13);
+    free(l->alpha2);
+    free(l->in13);
+    free(l->router);
+}
+
+/* Scales of `p` (linear) into `dst` (128x4 of a matrix with `rows` rows) at row `row`. */
+static void put_scales(uint8_t *dst, int64_t rows_unused, const proj *p, int64_t src_row,
+                       int64_t row) {
+    (void)rows_unused;
+    int64_t kc = p->cols / 16;
+    for (int64_t k = 0; k < kc; k++)
+        dst[nvf_layout_offset(NVF_LAYOUT_128X4, row, k, kc)] = p->scales[src_row * kc + k];
+}
+
+/* The prepared bytes (SPEC section 5) of `l` into `w` (buffers owned by the caller, freed with
+ * prepared_free). */
+static void prepared_make(nvf_moe_prepared *w, const layer *l) {
+    int64_t E = l->E, H = l->H, I = l->I, N1 = l->gated ? 2 * I : I;
+    int64_t s13 = nvf_layout_bytes(NVF_LAYOUT_128X4, N1, H / 16);
+    int64_t s2 = nvf_layout_bytes(NVF_LAYOUT_128X4, H, I / 16);
+    uint8_t *w13 = malloc((size_t)(E * N1 * H / 2)), *sf13 = calloc((size_t)(E * s13), 1);
+    uint8_t *w2 = malloc((size_t)(E * H * I / 2)), *sf2 = calloc((size_t)(E * s2), 1);
+    float *a13 = malloc((size_t)E * sizeof(float)), *a2 = malloc((size_t)E * sizeof(float));
+    float *in13 = malloc((size_t)E * sizeof(float)), *fc2 = malloc(sizeof(float));
+    for (int64_t e = 0; e < E; e++) {
+        for (int64_t r = 0; r < N1; r++) {
+            int pj = 1;
+            int64_t src = l->gated ? nvf_w13_source_row(r, &pj) : r;
+            const proj *p = pj == 1 ? &l->up[e] : &l->gate[e];
+            memcpy(w13 + (e * N1 + r) * (H / 2), p->codes + src * (H / 2), (size_t)(H / 2));
+            put_scales(sf13 + e * s13, N1, p, src, r);
+        }
+        memcpy(w2 + e * H * (I / 2), l->down[e].codes, (size_t)(H * I / 2));
+        for (int64_t r = 0; r < H; r++)
+            put_scales(sf2 + e * s2, H, &l->down[e], r, r);
+        /* W4A4: the prepared alpha is input_scale * weight_scale_2 (SPEC section 5) */
+        a13[e] = l->w4a4 ? l->in13[e] * l->alpha13[e] : l->alpha13[e];
+        a2[e] = l->w4a4 ? l->fc2_in * l->alpha2[e] : l->alpha2[e];
+        in13[e] = l->in13[e];
+    }
+    *fc2 = l->fc2_in;
+    memset(w, 0, sizeof *w);
+    w->n_experts = E;
+    w->hidden = H;
+    w->inter = I;
+    w->gated = l->gated;
+    w->w13 = w13;
+    w->w13_sf = sf13;
+    w->w2 = w2;
+    w->w2_sf = sf2;
+    w->w13_alpha = a13;
+    w->w2_alpha = a2;
+    w->w13_input_scale = l->w4a4 ? in13 : NULL;
+    w->fc2_input_scale = l->w4a4 ? fc2 : NULL;
+    if (!l->w4a4) {
+        free(in13);
+        free(fc2);
+    }
+}
+
+static void prepared_free(nvf_moe_prepared *w) {
+    free((void *)w->w13);
+    free((void *)w->w13_sf);
+    free((void *)w->w2);
+    free((void *)w->w2_sf);
+    free((void *)w->w13_alpha);
+    free((void *)w->w2_alpha);
+    free((void *)w->w13_input_scale);
+    free((void *)w->fc2_input_scale);
+}
+
+typedef struct tcase {
+    const char *name;
+    int64_t E, H, I, T, top_k;
+    nvf_moe_act act;
+    int w4a4, zero_router;
+    nvf_quant_method method;
+} tcase;
+
+static void run_case(const tcase *c) {
+    layer l;
+    int gated = c->act != NVF_MOE_ACT_RELU2;
+    layer_make(&l, c->E, c->H, c->I, gated, c->w4a4, c->zero_router);
+    nvf_moe_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.route = NVF_MOE_ROUTE_SOFTMAX_TOPK;
+    spec.n_experts = c->E;
+    spec.top_k = c->top_k;
+    spec.renormalize = 1;
+    spec.routed_scaling_factor = 1.0f;
+    spec.act = c->act;
+    spec.swiglu_alpha = 1.702f;
+    spec.swiglu_beta = 1.0f;
+    spec.swiglu_limit = 7.0f;
+    spec.situ_beta = 2.0f;
+    spec.situ_beta_l = 3.0f;
+    nvf_moe_opts o;
+    memset(&o, 0, sizeof o);
+    o.precision = c->w4a4 ? NVF_MOE_PRECISION_W4A4 : NVF_MOE_PRECISION_W4A16;
+    o.quant.method = c->method;
+    o.quant.e4m3_max = NVF_QUANT_E4M3_MAX_448;
+
+    int64_t T = c->T, H = c->H, k = c->top_k, E = c->E;
+    float *x = malloc((size_t)(T * H) * sizeof *x), *ref = malloc((size_t)(T * H) * sizeof *ref);
+    float *y1 = malloc((size_t)(T * H) * sizeof *y1), *y2 = malloc((size_t)(T * H) * sizeof *y2);
+    uint16_t *xb = malloc((size_t)(T * H) * sizeof *xb);
+    float *logits = malloc((size_t)(T * E) * sizeof *logits), *wts = malloc((size_t)(T * k) * 4);
+    int32_t *ids = malloc((size_t)(T * k) * sizeof *ids);
+    for (int64_t i = 0; i < T * H; i++) {
+        xb[i] = nvf_f32_to_bf16_rn(urand() * 2.0f);
+        x[i] = nvf_bf16_to_f32(xb[i]);
+    }
+    /* the routing the forward makes: logits as its router_logits loop computes them */
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t e = 0; e < E; e++) {
+            float acc = 0.0f;
+            for (int64_t i = 0; i < H; i++)
+                acc = acc + x[t * H + i] * l.router[e * H + i];
+            logits[t * E + e] = acc * 1.0f;
+        }
+    CHECK(nvf_moe_route_ref(ids, wts, logits, NULL, T, &spec) == 0);
+    if (c->zero_router)
+        for (int64_t t = 0; t < T; t++)
+            CHECK_MSG(ids[t * k] == 0, "%s: token %lld routed to %d", c->name, (long long)t,
+                      ids[t * k]);
+
+    test_weights *tw = calloc(1, sizeof *tw);
+    tw->base.ops = &k_test_ops;
+    tw->base.hidden = H;
+    tw->base.intermediate = c->I;
+    tw->base.n_experts = E;
+    tw->l = &l;
+    int rc = nvf_moe_forward_ref(ref, x, T, H, &spec, &tw->base, &o);
+    CHECK_MSG(rc == 0, "%s: cpu forward: %s", c->name, nvf_error_last());
+
+    nvf_moe_prepared w;
+    prepared_make(&w, &l);
+    nvf_moe_act_params act = {(int32_t)spec.act, spec.swiglu_alpha, spec.swiglu_beta,
+                              spec.swiglu_limit, spec.situ_beta,    spec.situ_beta_l};
+    int rg = nvf_backend_moe(g_gpu, y1, xb, T, ids, wts, k, 0, &w, &act, &o.quant);
+    CHECK_MSG(rg == 0, "%s: gpu: %s", c->name, nvf_error_last());
+    int rg2 = nvf_backend_moe(g_gpu, y2, xb, T, ids, wts, k, 0, &w, &act, &o.quant);
+    CHECK_MSG(rg2 == 0, "%s: gpu (second run): %s", c->name, nvf_error_last());
+    if (rc == 0 && rg == 0 && rg2 == 0) {
+        double num = 0, den = 0;
+        int finite = 1;
+        for (int64_t i = 0; i < T * H; i++) {
+            double d = (double)y1[i] - (double)ref[i];
+            num += d * d;
+            den += (double)ref[i] * ref[i];
+            finite = finite && isfinite(y1[i]);
+        }
+        double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+        double tol = c->w4a4 ? 1e-2 : 1e-3;
+        printf("%-28s T %4lld H %4lld I %4lld E %2lld k %lld: rel-L2 %.3g (<= %g)\n", c->name,
+               (long long)T, (long long)H, (long long)c->I, (long long)E, (long long)k, rel, tol);
+        CHECK_MSG(finite, "%s: non-finite output", c->name);
+        CHECK_MSG(den > 0, "%s: the reference is all zero", c->name);
+        CHECK_MSG(rel <= tol, "%s: rel-L2 %g > %g", c->name, rel, tol);
+        int shown = 0;
+        for (int64_t i = 0; i < T * H && rel > tol && shown < 10; i++)
+            if (fabsf(y1[i] - ref[i]) > 1e-2f * (fabsf(ref[i]) + 1e-3f)) {
+                printf("  [%lld, %lld] gpu %a cpu %a\n", (long long)(i / H), (long long)(i % H),
+                       y1[i], ref[i]);
+                shown++;
+            }
+        CHECK_MSG(memcmp(y1, y2, (size_t)(T * H) * sizeof *y1) == 0,
+                  "%s: two runs differ in their bytes", c->name);
+    }
+    prepared_free(&w);
+    tw_close(&tw->base);
+    layer_free(&l);
+    free(x);
+    free(ref);
+    free(y1);
+    free(y2);
+    free(xb);
+    free(logits);
+    free(wts);
+    free(ids);
+}
+
+int main(void) {
+    if (nvf_cuda_device_count() == 0) {
+        printf("test_moe_cuda: no CUDA device, skipped\n");
+        return 77;
+    }
+    nvf_device gpu;
+    CHECK(nvf_device_select(&gpu, "cuda:0") == 0);
+    int rg = nvf_backend_open(&g_gpu, &gpu, 0);
+    CHECK_MSG(rg == 0, "open cuda:0: %s", nvf_error_last());
+    if (rg != 0)
+        return check_summary("test_moe_cuda");
+    printf("test_moe_cuda: seed 0x%016llx\n", (unsigned long long)SEED);
+    const nvf_quant_method rtn = NVF_QUANT_METHOD_RTN, fo6 = NVF_QUANT_METHOD_4OVER6;
+    const tcase cases[] = {
+        {"random silu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 0, 0, rtn},
+        {"T=1 silu", 8, 256, 128, 1, 2, NVF_MOE_ACT_SILU, 0, 0, rtn},
+        {"split-K, K%64!=0", 6, 1040, 192, 5, 3, NVF_MOE_ACT_SILU, 0, 0, rtn},
+        {"64-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SILU, 0, 0, rtn},
+        {"all to one expert", 8, 256, 128, 37, 1, NVF_MOE_ACT_SILU, 0, 1, rtn},
+        {"all to one, 64-row tiles", 4, 256, 64, 200, 1, NVF_MOE_ACT_SILU, 0, 1, rtn},
+        {"swiglu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SWIGLU, 0, 0, rtn},
+        {"situ", 8, 256, 128, 37, 2, NVF_MOE_ACT_SITU, 0, 0, rtn},
+        {"relu2 (not gated)", 8, 256, 96, 37, 2, NVF_MOE_ACT_RELU2, 0, 0, rtn},
+        {"w4a4 rtn", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, rtn},
+        {"w4a4 4over6", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, fo6},
+        {"w4a4 64-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SWIGLU, 1, 0, rtn},
+        {"w4a4 T=1 split-K", 6, 1040, 192, 1, 3, NVF_MOE_ACT_SILU, 1, 0, rtn},
+        /* DeepSeek-V3's expert shape: 32 x 112 scale tiles per w13, split K on both GEMMs */
+        {"DeepSeek-V3 shape", 3, 7168, 2048, 2, 2, NVF_MOE_ACT_SILU, 0, 0, rtn},
+        {"GPT-OSS shape, swiglu", 2, 2880, 2880, 3, 1, NVF_MOE_ACT_SWIGLU, 0, 0, rtn},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_case(&cases[i]);
+    nvf_backend_close(g_gpu);
+    return check_summary("test_moe_cuda");
+}
