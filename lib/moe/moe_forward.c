@@ -301,7 +301,7 @@ int nvf_moe_route_layer(int32_t *ids, float *weights, const float *x, int64_t t,
     float *bias = w->has_bias ? malloc((size_t)n_e * sizeof *bias) : NULL;
     int rc = logits && (bias || !w->has_bias) ? NVF_OK : nvf_error_set(NVF_E_NOMEM, "no memory");
     if (rc == NVF_OK)
-        rc = router_logits(logits, x, t, hidden, n_e, w);
+        rc = moe_router_logits(logits, x, t, hidden, n_e, w);
     if (rc == NVF_OK && bias)
         rc = nvf_moe_weights_bias(w, bias);
     if (rc == NVF_OK)
