@@ -103,9 +103,9 @@ int cv_nvfp4_job_scales(cv_job *j, cv_plan *p, const nvf_ckpt *ck, const char *l
     if (pass != 0)
         return NVF_OK;
     nvf_log(NVF_LOG_WARN,
-            "%s: expert %" PRId64 ": %s weight_scale_2 %.9g differs from its partner's %.9g; "
+            "%s: expert %" PRId64 ": %s weight_scale_2 %.9g differs from %s's %.9g; "
             "re-quantized onto the shared scale %.9g",
-            layer, expert, which, m->decode, shared, shared);
+            layer, expert, which, m->decode, low ? "gate" : "up", shared, shared);
     return note_requant(p, layer, expert, which, m->decode, shared);
 }
 

@@ -12,6 +12,7 @@
  */
 #include "convert_internal.h"
 
+#include "nvfp4/ckpt_nvfp4.h"
 #include "nvfp4/format.h"
 #include "nvfp4/layout.h"
 #include "nvfp4/status.h"
@@ -127,6 +128,15 @@ static int take_nvfp4_experts(prep_ctx *c, const nvf_ckpt *ck, nvf_plan *scope,
             e->reason[0] = '\0';
             scope->n_skip -= scope->n_skip > 0;
             scope->n_quantize++;
+            /* Malformed stored tensors are exit 3 naming them, before the layer checks. */
+            const nvf_st_tensor *st = ck->tensors[i].st;
+            int64_t n = st->ndim == 3 ? st->shape[0] : 1;
+            for (int64_t x = 0; x < n; x++) {
+                nvf_nvfp4_view v;
+                int rc = nvf_ckpt_nvfp4_view(&v, ck, i, st->ndim == 3 ? x : -1);
+                if (rc != NVF_OK)
+                    return rc;
+            }
         }
     }
     return NVF_OK;
