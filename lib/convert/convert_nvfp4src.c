@@ -100,8 +100,8 @@ int cv_nvfp4_job_scales(cv_job *j, cv_plan *p, const nvf_ckpt *ck, const char *l
                              layer, expert, which, ck->tensors[m->tensor].st->name, m->decode,
                              shared);
     j->requant = (int)low + 1;
-    if (pass != 0)
-        return NVF_OK;
+    /* Each expert is planned in one pass only (its rank's). */
+    (void)pass;
     nvf_log(NVF_LOG_WARN,
             "%s: expert %" PRId64 ": %s weight_scale_2 %.9g differs from %s's %.9g; "
             "re-quantized onto the shared scale %.9g",

@@ -32,6 +32,29 @@ if "$NVFP4_PYTHON" "$here/../prepared/check_prepared.py" compare "$tmp/p" "$tmp/
 fi
 grep -q "model.layers.0.mlp.experts" "$tmp/chk" || fail "checker: $(cat "$tmp/chk")"
 "$T" hash --check "$tmp/p" --quiet || fail "hash --check"
+# With --ep 2 the expert is planned in rank 0's pass, expert 3's (none) in rank 1's: reported once.
+"$T" convert "$tmp/m" "$tmp/ep" --quiet --target prepared-w4a4 --ep 2
+"$NVFP4_PYTHON" - "$tmp/ep/nvfp4-manifest.json" <<'PY' || fail "--ep 2: report"
+import json, sys
+m = json.load(open(sys.argv[1]))
+r = m["target"]["requantized_experts"]
+assert m["summary"]["experts_requantized"] == 1 and len(r) == 1, m["summary"]
+assert (r[0]["layer"], r[0]["expert"], r[0]["member"]) == ("model.layers.0", 1, "gate"), r
+PY
+# The same expert in rank 1 (experts 2, 3): counted in its rank's pass too.
+cp -r "$tmp/m" "$tmp/m3"
+$E rescale "$tmp/m3" model.layers.1.mlp.experts.3.gate_proj.weight_scale_2 2
+"$T" convert "$tmp/m3" "$tmp/ep3" --quiet --target prepared-w4a16 --ep 2
+"$NVFP4_PYTHON" - "$tmp/ep3/nvfp4-manifest.json" <<'PY' || fail "--ep 2, rank 1: report"
+import json, sys
+m = json.load(open(sys.argv[1]))
+r = sorted((x["layer"], x["expert"], x["member"]) for x in m["target"]["requantized_experts"])
+assert m["summary"]["experts_requantized"] == 2, m["summary"]
+assert r == [("model.layers.0", 1, "gate"), ("model.layers.1", 3, "up")], r
+PY
+expect 2 "its own input scales are used" -- \
+    "$T" convert "$tmp/m" "$tmp/amax" --target prepared-w4a4 --input-amax /dev/null
+[ ! -e "$tmp/amax" ] || fail "--input-amax created DST"
 if "$NVFP4_PYTHON" -c 'import jsonschema' 2>/dev/null; then
     "$NVFP4_PYTHON" - "$NVFP4_SCHEMAS/manifest.schema.json" "$tmp/p" <<'PY'
 import json, os, sys, jsonschema
