@@ -25,6 +25,7 @@ static cli_list g_include, g_exclude;
 static const char *g_target, *g_max_shard, *g_input_amax, *g_max_host, *g_devices;
 static const char *g_method, *g_error, *g_domain, *g_e4m3_max, *g_scale_layout, *g_ep;
 static int g_keep_source, g_resume, g_force, g_allow_nonfinite, g_allow_empty, g_no_follow;
+static int g_strict;
 
 static const cli_opt k_opts[] = {
     {"target", "FORMAT", CLI_STRING, &g_target,
@@ -57,6 +58,9 @@ static const cli_opt k_opts[] = {
      "pass NaN/Inf through instead of failing"},
     {"allow-empty", NULL, CLI_FLAG, &g_allow_empty,
      "convert even when the scope quantizes no tensor (default: exit 2)"},
+    {"strict", NULL, CLI_FLAG, &g_strict,
+     "NVFP4 source to a prepared target: an expert whose gate and up weight_scale_2 differ is an "
+     "error (exit 3), not re-quantized onto the shared scale"},
     {"devices", "LIST", CLI_STRING, &g_devices,
      "spread tensors over these devices: GPU ordinals or cpu, e.g. 0,1 (overrides --device)"},
     {"no-follow-outside", NULL, CLI_FLAG, &g_no_follow,
@@ -115,6 +119,10 @@ static const cli_spec k_spec = {
         "hf_quant_config.json. --ep N splits the experts over N rank directories, each a\n"
         "checkpoint of its own, under one manifest. I not a multiple of 64, or E not divisible\n"
         "by N: exit 2 before anything is written.\n"
+        "An NVFP4 source (ModelOpt, compressed-tensors) to a prepared target is laid out from\n"
+        "its stored bytes, not re-quantized; an expert whose gate and up weight_scale_2 differ\n"
+        "has the smaller-scaled one re-quantized onto the shared scale and reported (manifest\n"
+        "target.requantized_experts), or, with --strict, is exit 3 before anything is written.\n"
         "DST is locked while a conversion runs (DST/.nvfp4-convert.lock, removed at the end):\n"
         "a second conversion into it stops with exit 1. With --resume or --force, DST may hold\n"
         "only files the conversion writes (anything else: exit 2).\n"
@@ -269,6 +277,7 @@ int cmd_convert(int argc, char **argv) {
     o.max_host_memory = host;
     o.allow_nonfinite = g_allow_nonfinite;
     o.allow_empty = g_allow_empty;
+    o.strict = g_strict;
     nvf_device devices[MAX_DEVICES];
     st = g_devices ? parse_devices(devices, &o.n_devices, g_devices)
                    : nvf_device_select(&o.device, g_common.device);

@@ -105,5 +105,7 @@ static int compute_dequant(uint8_t *buf, const cv_run *r, nvf_backend *b, const 
 }
 
 int cv_compute_job(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *j) {
+    if (j->kind == CV_JOB_NVFP4)
+        return cv_compute_nvfp4(buf, r, j);
     return j->kind == CV_JOB_QUANT ? compute_quant(buf, r, b, j) : compute_dequant(buf, r, b, j);
 }

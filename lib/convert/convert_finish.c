@@ -81,6 +81,11 @@ cJSON *cv_summary_json(const nvf_convert_summary *s) {
             cJSON_Delete(o);
             o = NULL;
         }
+    if (o && s->experts_requantized > 0 &&
+        !cJSON_AddNumberToObject(o, "experts_requantized", (double)s->experts_requantized)) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
     if (!o)
         nvf_error_set(NVF_E_NOMEM, "no memory for the conversion summary");
     return o;

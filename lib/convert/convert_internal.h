@@ -33,6 +33,7 @@ typedef enum cv_job_kind {
     CV_JOB_COPY = 0, /* one tensor, bytes unchanged (streamed from the mapping) */
     CV_JOB_DEQUANT,  /* one FP8 tensor (block or per-tensor scale) written as BF16 */
     CV_JOB_QUANT,    /* a global-scale group of linears written as NVFP4 */
+    CV_JOB_NVFP4,    /* stored NVFP4 linears laid out by the target (convert_nvfp4src.c) */
 } cv_job_kind;
 
 #define CV_MAX_MEMBERS 3 /* q, k, v */
@@ -43,7 +44,8 @@ typedef struct cv_member {
     int64_t expert;       /* -1, or the expert of a fused 3-D tensor */
     int split;            /* fused gate_up: rows [0, I) are gate, [I, 2I) up */
     int proj;             /* nvf_proj of a prepared expert member (NVF_PROJ_GATE_UP when split) */
-    nvf_quant_source src; /* the 2-D view */
+    nvf_quant_source src; /* the 2-D view (CV_JOB_NVFP4: rows, logical cols, data = packed) */
+    float decode;         /* CV_JOB_NVFP4: the member's stored decode scale (weight_scale_2) */
     char *module[2];      /* output module names (module[1] only when split) */
 } cv_member;
 
@@ -75,6 +77,10 @@ typedef struct cv_job {
     int64_t prep_slot; /* CV_PREP_W13/W2: its expert's place in the rank (0 .. E/ep - 1) */
     size_t fc2_span;   /* a layer-rank's first w2 job: its w2 jobs (it writes fc2_input_scale) */
     float fc2_input_scale; /* the largest input_scale of those jobs */
+    /* CV_JOB_NVFP4: the decode scale the job's outputs share (alpha's weight part), and the
+     * member re-quantized onto it (1 + its index; 0: none). */
+    float decode;
+    int requant;
 } cv_job;
 
 /* What a prepared target's quantization job writes. */
@@ -122,6 +128,7 @@ typedef struct cv_plan {
     cJSON *exclude_modules; /* linear modules left unquantized (names), array */
     cJSON *fp8_modules;     /* modules kept as FP8 (--keep-source-precision): {name: algo} */
     cJSON *nvfp4_modules;   /* modules written as NVFP4, array */
+    cJSON *requantized;     /* NVFP4 source: [{layer, expert, member, from, to}], or NULL */
     int ep;                 /* expert-parallel ranks: 1, or N with one directory per rank */
     int64_t (*ep_range)[2]; /* rank r's experts [first, count] (ep entries; NULL for modelopt) */
     nvf_convert_summary counts;
@@ -158,8 +165,9 @@ uint64_t cv_source_bytes(const nvf_ckpt *ck, size_t ti, int64_t mats);
 typedef struct cv_plan_hooks {
     int ep; /* ranks: the tensor pass runs once per rank, each with shards of its own */
     void *ctx;
-    /** Before any job: refuse what the target cannot write (nothing is written yet). */
-    int (*check)(void *ctx, const nvf_ckpt *ck, const nvf_plan *scope);
+    /** Before any job: refuse what the target cannot write (nothing is written yet); may turn
+     * SKIP entries of `scope` into QUANTIZE (stored NVFP4 experts the target lays out). */
+    int (*check)(void *ctx, const nvf_ckpt *ck, nvf_plan *scope);
     /** The outputs of a quantized dense linear `module` of rows x cols weights. */
     int (*linear_outs)(void *ctx, cv_builder *b, const char *module, int64_t rows, int64_t cols);
     /** A routed expert weight to quantize, in name order, in the pass of `rank`. */
@@ -322,6 +330,22 @@ int cv_pipeline_run(cv_run *r);
  * bytes) on backend `b`. Errors name the source file and tensor.
  */
 int cv_compute_job(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *j);
+
+/** A CV_JOB_NVFP4 job: its members' stored bytes (one re-quantized onto the shared decode
+ * scale when j->requant), laid out by the target. convert_nvfp4src.c. */
+int cv_compute_nvfp4(uint8_t *buf, const cv_run *r, const cv_job *j);
+
+/** Plan-time part of CV_JOB_NVFP4 (convert_nvfp4src.c): member `m` of an NVFP4 source,
+ * tensor `ti` (expert `e` of a fused one, or -1), `fused_gate_up` when it holds both halves;
+ * validates the stored tensors (exit 3 naming them). */
+int cv_nvfp4_member(cv_member *m, const nvf_ckpt *ck, size_t ti, int64_t e, int proj,
+                    int fused_gate_up);
+
+/** After a CV_JOB_NVFP4 job's members are set: its shared decode scale, its input scale (the
+ * largest of its members'), and which member (if any) needs re-quantizing onto the shared
+ * scale; logged and counted, or, with `strict`, NVF_E_VERIFY naming the layer and expert. */
+int cv_nvfp4_job_scales(cv_job *j, cv_plan *p, const nvf_ckpt *ck, const char *layer,
+                        int64_t expert, int strict, int pass);
 
 /* DST and journal -------------------------------------------------------------------------- */
 

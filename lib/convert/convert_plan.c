@@ -530,7 +530,8 @@ int cv_plan_build_with(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_opti
         goto done;
     for (size_t i = 0; i < p->n_jobs; i++) {
         const cv_job *j = &p->jobs[i];
-        for (size_t k = 0; j->kind == CV_JOB_QUANT && k < j->n_members; k++)
+        for (size_t k = 0; (j->kind == CV_JOB_QUANT || j->kind == CV_JOB_NVFP4) && k < j->n_members;
+             k++)
             p->counts.linears_quantized += j->members[k].split ? 2 : 1;
         p->counts.bytes_in += j->bytes_in;
         /* Buffered jobs hold their outputs (and a quantized job its f32-free source view). */
@@ -575,6 +576,7 @@ void cv_plan_free(cv_plan *p) {
     cJSON_Delete(p->exclude_modules);
     cJSON_Delete(p->fp8_modules);
     cJSON_Delete(p->nvfp4_modules);
+    cJSON_Delete(p->requantized);
     free(p->jobs);
     free(p->outs);
     free(p->pieces);

@@ -9,7 +9,8 @@
  *   2. w2 job: the expert's down weight [H, I/2], its scales laid out, alpha (and, on the first
  *      w2 job of a layer-rank with W4A4, fc2_input_scale F32);
  *   3. dense job: per linear X.weight, X.weight_scale laid out, X.alpha (W4A4: X.input_scale).
- * alpha is the weight decode scale RN(1/gs) (W4A16), or RN(input_scale * RN(1/gs)) (W4A4).
+ * alpha is the weight decode scale RN(1/gs) (W4A16), or RN(input_scale * RN(1/gs)) (W4A4); for
+ * stored NVFP4 (convert_nvfp4src.c) the stored decode scale takes the place of RN(1/gs).
  * Metadata: each rank's config.json with quantization_config {"quant_method":
  * "nvfp4tool-prepared", ...}; no hf_quant_config.json (loaders would take it for ModelOpt).
  */
@@ -46,8 +47,9 @@ static uint8_t *put_scales(uint8_t *p, nvf_layout l, const uint8_t *scales, int6
     return p + bytes;
 }
 
+/* A job of stored NVFP4 (j->decode > 0) keeps its decode scale. */
 static float alpha_of(const cv_job *j, float gs, int w4a4) {
-    float ws2 = nvf_quant_decode_scale(gs);
+    float ws2 = j->decode > 0.0f ? j->decode : nvf_quant_decode_scale(gs);
     return w4a4 ? j->input_scale * ws2 : ws2;
 }
 
@@ -191,6 +193,9 @@ static cJSON *prepared_manifest_target(const cv_plan *p, const nvf_recipe *r) {
         nvf_jb_put(&b, o, "experts", experts_range(&b, p, k));
         nvf_jb_push(&b, ranks, o);
     }
+    if (p->requantized)
+        nvf_jb_put(&b, t, "requantized_experts",
+                   nvf_jb_take(&b, cJSON_Duplicate(p->requantized, 1)));
     return nvf_jb_done(&b, t);
 }
 

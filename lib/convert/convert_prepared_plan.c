@@ -12,6 +12,7 @@
  */
 #include "convert_internal.h"
 
+#include "nvfp4/ckpt_nvfp4.h"
 #include "nvfp4/format.h"
 #include "nvfp4/layout.h"
 #include "nvfp4/status.h"
@@ -26,6 +27,9 @@ typedef struct prep_ctx {
     int ep;
     size_t *layer_of; /* tensor -> MoE layer index (NVF_CKPT_NONE: not an expert of the map) */
     int *planned;     /* per MoE layer: 1 + the last rank whose jobs are planned */
+    int nvfp4;        /* an NVFP4 source: expert jobs lay out the stored bytes (CV_JOB_NVFP4) */
+    int strict;       /* --strict: gate/up with different weight_scale_2 are an error */
+    const char *input_amax; /* --input-amax (refused for an NVFP4 source) */
 } prep_ctx;
 
 static const char *tname(const nvf_ckpt *ck, size_t ti) {
@@ -51,7 +55,8 @@ static void map_layers(prep_ctx *c, const nvf_ckpt *ck) {
 static int check_proj(const nvf_ckpt *ck, const nvf_moe_layer *L, int64_t e, int k) {
     const nvf_moe_proj *pr = &L->experts[e].proj[k];
     const nvf_st_tensor *st = ck->tensors[pr->tensor].st;
-    int64_t cols = st->shape[st->ndim - 1];
+    /* Stored NVFP4 packs two values a byte. */
+    int64_t cols = st->shape[st->ndim - 1] * (st->dtype == NVF_DTYPE_U8 ? 2 : 1);
     int64_t want_rows = k == NVF_PROJ_DOWN ? L->hidden : L->intermediate;
     int64_t want_cols = k == NVF_PROJ_DOWN ? L->intermediate : L->hidden;
     if (pr->rows != want_rows || cols != want_cols)
@@ -102,14 +107,49 @@ static int check_layer(const prep_ctx *c, const nvf_ckpt *ck, const nvf_plan *sc
     return NVF_OK;
 }
 
-static int prep_check(void *ctx, const nvf_ckpt *ck, const nvf_plan *scope) {
+/*
+ * An NVFP4 source (SPEC section 5 "Serialized NVFP4 in"): its routed expert weights in scope are
+ * laid out from the stored bytes (their scales dropped); every other tensor is kept as stored
+ * (BF16 stays BF16; an NVFP4 linear outside the experts keeps its ModelOpt tensors).
+ */
+static int take_nvfp4_experts(prep_ctx *c, const nvf_ckpt *ck, nvf_plan *scope,
+                              const char *input_amax) {
+    c->nvfp4 = 1;
+    if (input_amax)
+        return nvf_error_set(NVF_E_INVALID,
+                             "--input-amax '%s': '%s' is already NVFP4 (%s); its own input "
+                             "scales are used",
+                             input_amax, ck->path, nvf_ckpt_format_name(ck->quant.format));
+    for (size_t i = 0; i < ck->n_tensors; i++) {
+        nvf_plan_entry *e = &scope->entries[i];
+        if (ck->tensors[i].role == NVF_ROLE_EXPERT_WEIGHT && e->action == NVF_PLAN_SKIP &&
+            ck->tensors[i].st->dtype == NVF_DTYPE_U8 && e->in_scope) {
+            e->action = NVF_PLAN_QUANTIZE;
+            e->reason[0] = '\0';
+            scope->n_skip -= scope->n_skip > 0;
+            scope->n_quantize++;
+            /* Malformed stored tensors are exit 3 naming them, before the layer checks. */
+            const nvf_st_tensor *st = ck->tensors[i].st;
+            int64_t n = st->ndim == 3 ? st->shape[0] : 1;
+            for (int64_t x = 0; x < n; x++) {
+                nvf_nvfp4_view v;
+                int rc = nvf_ckpt_nvfp4_view(&v, ck, i, st->ndim == 3 ? x : -1);
+                if (rc != NVF_OK)
+                    return rc;
+            }
+        }
+    }
+    return NVF_OK;
+}
+
+static int prep_check(void *ctx, const nvf_ckpt *ck, nvf_plan *scope) {
     prep_ctx *c = ctx;
     if (ck->quant.format == NVF_CKPT_FORMAT_NVFP4_MODELOPT ||
-        ck->quant.format == NVF_CKPT_FORMAT_NVFP4_CT)
-        return nvf_error_set(NVF_E_NOTIMPL,
-                             "'%s' is already NVFP4 (%s): the prepared targets take BF16, FP16, "
-                             "F32 or FP8 sources for now",
-                             ck->path, nvf_ckpt_format_name(ck->quant.format));
+        ck->quant.format == NVF_CKPT_FORMAT_NVFP4_CT) {
+        int rc = take_nvfp4_experts(c, ck, scope, c->input_amax);
+        if (rc != NVF_OK)
+            return rc;
+    }
     map_layers(c, ck);
     int *touched = calloc(ck->moe.n_layers ? ck->moe.n_layers : 1, sizeof *touched);
     if (!touched)
@@ -229,9 +269,59 @@ static int set_member(cv_member *m, const nvf_ckpt *ck, const nvf_moe_layer *L, 
     return nvf_quant_source_check(&m->src, st->name);
 }
 
+static int layer_outs(const prep_ctx *c, cv_builder *b, const char *P, int64_t Er, int64_t H,
+                      int64_t I);
+
+/* plan_layer for an NVFP4 source: the same jobs and outputs, laying out the stored bytes. */
+static int plan_layer_nvfp4(const prep_ctx *c, cv_builder *b, const nvf_ckpt *ck,
+                            const nvf_moe_layer *L, int rank) {
+    int64_t Er = L->n_experts / c->ep, e0 = (int64_t)rank * Er;
+    const nvf_st_tensor *st0 = ck->tensors[L->experts[0].proj[NVF_PROJ_GATE].tensor].st;
+    char *P = experts_prefix(st0->name, st0->ndim);
+    if (!P)
+        return nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
+    size_t out0 = b->p->n_outs;
+    int rc = NVF_OK;
+    for (int w2 = 0; w2 < 2 && rc == NVF_OK; w2++) {
+        for (int64_t k = 0; k < Er && rc == NVF_OK; k++) {
+            const nvf_moe_expert *x = &L->experts[e0 + k];
+            cv_job *j = cv_builder_job(b, CV_JOB_NVFP4);
+            if (!j) {
+                rc = nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
+                break;
+            }
+            j->prep = w2 ? CV_PREP_W2 : CV_PREP_W13;
+            j->layout = (int)c->layout;
+            j->same_shard = w2 || k > 0;
+            j->prep_out = out0;
+            j->prep_slot = k;
+            j->fc2_span = w2 && k == 0 && c->w4a4 ? (size_t)Er : 0;
+            int fused = !w2 && x->proj[NVF_PROJ_GATE].expert >= 0 &&
+                        x->proj[NVF_PROJ_GATE].tensor == x->proj[NVF_PROJ_UP].tensor;
+            int n = w2 || fused ? 1 : 2;
+            for (int m = 0; m < n && rc == NVF_OK; m++) {
+                int proj = w2 ? NVF_PROJ_DOWN : m == 0 ? NVF_PROJ_GATE : NVF_PROJ_UP;
+                const nvf_moe_proj *pr = &x->proj[proj];
+                const nvf_st_tensor *st = ck->tensors[pr->tensor].st;
+                j->n_members++;
+                rc = cv_nvfp4_member(&j->members[m], ck, pr->tensor, pr->expert, proj, fused);
+                j->bytes_in += cv_source_bytes(ck, pr->tensor, pr->expert >= 0 ? st->shape[0] : 1);
+            }
+            if (rc == NVF_OK)
+                rc = cv_nvfp4_job_scales(j, b->p, ck, L->prefix, e0 + k, c->strict, b->pass);
+            if (rc == NVF_OK && !w2 && k == 0)
+                rc = layer_outs(c, b, P, Er, L->hidden, L->intermediate);
+        }
+    }
+    free(P);
+    return rc;
+}
+
 /* The jobs of layer L in `rank`: one per expert for gate+up, then one per expert for down. */
 static int plan_layer(const prep_ctx *c, cv_builder *b, const nvf_ckpt *ck, const nvf_moe_layer *L,
                       int rank) {
+    if (c->nvfp4)
+        return plan_layer_nvfp4(c, b, ck, L, rank);
     int64_t Er = L->n_experts / c->ep, e0 = (int64_t)rank * Er;
     const nvf_st_tensor *st0 = ck->tensors[L->experts[0].proj[NVF_PROJ_GATE].tensor].st;
     char *P = experts_prefix(st0->name, st0->ndim);
@@ -370,6 +460,8 @@ int cv_prepared_plan(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_option
         .w4a4 = w4a4,
         .layout = r->scale_layout == NVF_SCALE_LAYOUT_8X4 ? NVF_LAYOUT_8X4 : NVF_LAYOUT_128X4,
         .ep = r->ep > 1 ? r->ep : 1,
+        .strict = opt->strict,
+        .input_amax = opt->input_amax_path,
     };
     *out = NULL;
     c.layer_of = calloc(ck->n_tensors ? ck->n_tensors : 1, sizeof *c.layer_of);

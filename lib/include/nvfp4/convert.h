@@ -56,10 +56,12 @@ typedef struct nvf_convert_options {
      * tensors dealt out in turn; the output bytes are the same. NULL/0: `device` alone. */
     const nvf_device *devices;
     size_t n_devices;
-    int threads;                 /* CPU quantizer threads; <= 0: one per online core */
-    uint64_t max_host_memory;    /* bytes of tensor buffers in flight (plus one job) */
-    int allow_nonfinite;         /* pass NaN/Inf through instead of failing */
-    int allow_empty;             /* a scope that quantizes nothing is not an error */
+    int threads;              /* CPU quantizer threads; <= 0: one per online core */
+    uint64_t max_host_memory; /* bytes of tensor buffers in flight (plus one job) */
+    int allow_nonfinite;      /* pass NaN/Inf through instead of failing */
+    int allow_empty;          /* a scope that quantizes nothing is not an error */
+    int strict; /* NVFP4 source to a prepared target: gate/up with different weight_scale_2 are
+                   an error (exit 3) instead of re-quantized onto the shared scale */
     volatile sig_atomic_t *stop; /* set non-zero (from a signal handler) to stop; or NULL */
     nvf_convert_progress_fn progress;
     void *progress_user;
@@ -77,8 +79,10 @@ typedef struct nvf_convert_summary {
     uint64_t tensors_dropped;     /* source scales consumed by a conversion */
     uint64_t tensors_written;     /* output tensors */
     uint64_t shards, shards_reused;
-    uint64_t bytes_in;  /* source tensor data bytes */
-    uint64_t bytes_out; /* output shard file bytes */
+    uint64_t bytes_in;            /* source tensor data bytes */
+    uint64_t bytes_out;           /* output shard file bytes */
+    uint64_t experts_requantized; /* NVFP4 source: members brought onto a shared scale (in the
+                                     JSON only when non-zero) */
 } nvf_convert_summary;
 
 /**
