@@ -152,7 +152,8 @@ static NVF_INLINE void chunk_quant(uint8_t *packed, uint8_t *scales, const float
 NVF_ROW_CLONES void nvf_quant_row_encode(uint8_t *packed, uint8_t *scales, const float *x,
                                          int64_t nb, const nvf_qb_consts *k) {
     int64_t b = 0;
-    for (; b + NB <= nb; b += NB)
+    /* ModelOpt's arithmetic (two true divisions per value) block by block: the shared code. */
+    for (; b + NB <= nb && k->method != NVF_QUANT_METHOD_RTN_MODELOPT; b += NB)
         chunk_quant(packed + b * NVF_BLOCK_BYTES, scales + b, x + b * NVF_BLOCK, k);
     for (; b < nb; b++)
         nvf_qb_quantize(packed + b * NVF_BLOCK_BYTES, scales + b, x + b * NVF_BLOCK, k);
