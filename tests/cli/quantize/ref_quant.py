@@ -118,6 +118,19 @@ def global_scale(amax, emax):
     return 1.0 if gs == 0 else gs
 
 
+def group_scale(amax, method, emax):
+    """(scale the blocks take, the method they are quantized with, weight_scale_2) of a group.
+    modelopt: sf2 = RN(amax / 2688) for both, stored as it is; an all-zero group (sf2 = 0) is
+    written as the default arithmetic's RTN writes it (gs = FLT_MAX)."""
+    if method == 'modelopt':
+        sf2 = f32(amax / 2688.0)
+        if sf2 != 0:
+            return sf2, method, sf2
+        method = 'rtn'
+    gs = global_scale(amax, emax)
+    return gs, method, f32(1.0 / gs)
+
+
 def enc_of(sf_byte, rcp_gs):
     d = f32(e4m3_decode(sf_byte) * rcp_gs)
     e = f32(1.0 / d) if d != 0 else math.inf
@@ -303,15 +316,7 @@ def check(inp, outp, method, error, domain, emax):
     expected_names = set()
     for key, members in groups_of(sorted(values)).items():
         amax = max(abs(v) for m in members for v in values[m][1])
-        gs, meth, s2 = global_scale(amax, emax), method, None
-        if method == 'modelopt':
-            # sf2 = RN(amax / 2688), stored as it is; an all-zero group (sf2 = 0) is written
-            # as the default arithmetic's RTN writes it
-            gs, s2 = f32(amax / 2688.0), f32(amax / 2688.0)
-            if gs == 0:
-                gs, meth, s2 = FLT_MAX, 'rtn', None
-        if s2 is None:
-            s2 = f32(1.0 / gs)
+        gs, meth, s2 = group_scale(amax, method, emax)
         for m in members:
             shape, vals = values[m]
             r, c = shape
