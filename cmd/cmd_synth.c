@@ -19,7 +19,7 @@ static int g_fused, g_force;
 
 static const cli_opt k_opts[] = {
     {"preset", "NAME", CLI_STRING, &g_preset, "qwen3-moe | deepseek-v3 (required)"},
-    {"dtype", "DTYPE", CLI_STRING, &g_dtype, "bf16 | fp8-block | nvfp4 (required)"},
+    {"dtype", "DTYPE", CLI_STRING, &g_dtype, "bf16 | fp8-block | nvfp4 | nvfp4-ct (required)"},
     {"seed", "N", CLI_STRING, &g_seed, "value seed, 0..2^64-1 (default 0)"},
     {"layers", "N", CLI_INT, &g_layers, "num_hidden_layers (default 2; deepseek-v3 3)"},
     {"experts", "N", CLI_INT, &g_experts, "routed experts per MoE layer (default 8)"},
@@ -38,7 +38,7 @@ static const cli_opt k_opts[] = {
 
 static const cli_spec k_spec = {
     .name = "synth",
-    .usage = "DST --preset NAME --dtype bf16|fp8-block|nvfp4 [options]",
+    .usage = "DST --preset NAME --dtype bf16|fp8-block|nvfp4|nvfp4-ct [options]",
     .summary = "Write a small deterministic realistic checkpoint.",
     .details =
         "Writes DST/config.json, generation_config.json, model.safetensors.index.json, the\n"
@@ -47,7 +47,13 @@ static const cli_spec k_spec = {
         "first and config.json last: a directory without config.json is an interrupted run.\n"
         "fp8-block: every linear weight but the router is F8_E4M3 with an F32\n"
         "weight_scale_inv per 128x128 block, quantized from the bf16 values of the same seed.\n"
-        "--dtype nvfp4 is not implemented yet.\n",
+        "nvfp4: the bf16 checkpoint of the same options, written into DST.synth-bf16.tmp\n"
+        "(removed afterwards) and converted into DST with the default recipe on the CPU:\n"
+        "exactly what `convert` writes (ModelOpt names, hf_quant_config.json, manifest;\n"
+        "fused experts come out per expert). nvfp4-ct: the same values rewritten as\n"
+        "compressed-tensors nvfp4-pack-quantized (weight_packed, weight_scale,\n"
+        "weight_global_scale = 1/weight_scale_2, input_global_scale), without the\n"
+        "ModelOpt files and manifest.\n",
     .opts = k_opts,
     .n_opts = sizeof k_opts / sizeof k_opts[0],
     .min_pos = 1,
@@ -98,7 +104,7 @@ int cmd_synth(int argc, char **argv) {
     if (nvf_synth_preset_from_name(&o.preset, g_preset) != 0)
         return cli_usage_error(&k_spec, "%s", nvf_error_last());
     if (!g_dtype)
-        return cli_usage_error(&k_spec, "--dtype is required: bf16, fp8-block or nvfp4");
+        return cli_usage_error(&k_spec, "--dtype is required: bf16, fp8-block, nvfp4 or nvfp4-ct");
     if (nvf_synth_dtype_from_name(&o.dtype, g_dtype) != 0)
         return cli_usage_error(&k_spec, "%s", nvf_error_last());
     if (g_seed) {

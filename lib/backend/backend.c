@@ -4,6 +4,7 @@
 #include "nvfp4/format.h"
 #include "nvfp4/status.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 int nvf_backend_open(nvf_backend **out, const nvf_device *dev, int threads) {
@@ -95,6 +96,32 @@ int nvf_backend_dequant_bf16(nvf_backend *b, uint8_t *out, const nvf_quant_sourc
     if (!b->ops->dequant_bf16)
         return missing(b, "dequant_bf16");
     return b->ops->dequant_bf16(b, out, s, check_finite, name);
+}
+
+/* Sizes far beyond any checkpoint (2^31 rows or scale columns) are refused, so that a layout's
+ * padded bytes fit an int64 in the index functions of every backend. */
+#define LAYOUT_DIM_MAX ((int64_t)1 << 31)
+
+int nvf_backend_layout(nvf_backend *b, uint8_t *dst, nvf_layout to, const uint8_t *src,
+                       nvf_layout from, int64_t rows, int64_t kcols, size_t n) {
+    if (!b->ops->layout)
+        return missing(b, "layout");
+    if ((unsigned)to > NVF_LAYOUT_8X4 || (unsigned)from > NVF_LAYOUT_8X4)
+        return nvf_error_set(NVF_E_INVALID, "layout: unknown scale layout %d (to) or %d (from)",
+                             (int)to, (int)from);
+    if (rows < 0 || kcols < 0 || rows >= LAYOUT_DIM_MAX || kcols >= LAYOUT_DIM_MAX)
+        return nvf_error_set(NVF_E_INVALID, "layout: %lld x %lld scales out of range",
+                             (long long)rows, (long long)kcols);
+    int64_t sb = nvf_layout_bytes(from, rows, kcols), db = nvf_layout_bytes(to, rows, kcols);
+    int64_t most = sb > db ? sb : db;
+    if (most > 0 && n > (size_t)(PTRDIFF_MAX / most))
+        return nvf_error_set(NVF_E_INVALID,
+                             "layout: %zu matrices of %lld x %lld scales overflow the address "
+                             "space",
+                             n, (long long)rows, (long long)kcols);
+    if (n == 0 || rows == 0 || kcols == 0)
+        return NVF_OK;
+    return b->ops->layout(b, dst, to, src, from, rows, kcols, n);
 }
 
 int nvf_backend_bench_quant(nvf_backend *b, double *out_s, nvf_dtype dtype, int64_t rows,

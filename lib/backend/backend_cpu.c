@@ -154,5 +154,6 @@ const nvf_backend_ops nvf_backend_cpu_ops = {
     .amax = cpu_amax,
     .quantize = cpu_quantize,
     .dequant_bf16 = nvf_backend_cpu_dequant_bf16,
+    .layout = nvf_backend_cpu_layout,
     .bench_quant = cpu_bench_quant,
 };

@@ -1,56 +1,83 @@
 /* The CUDA backend: the kernels of kernels/ behind the ops table (built only with CUDA). The
- * backend's state is the device's quantizer state (kernels/quant_pipeline.h): its context,
- * streams, staging buffers and launch configuration, used by one thread at a time. */
+ * backend's state is the device's quantizer state (kernels/quant_pipeline.h: its context,
+ * streams, staging buffers and launch configuration) and the layout staging state on the same
+ * context (kernels/scale_layout.h), used by one thread at a time. */
 #include "backend_internal.h"
 
 #ifdef NVFP4_HAVE_CUDA
 
 #include "kernels/quant_pipeline.h"
+#include "kernels/scale_layout.h"
 
 #include "nvfp4/status.h"
 
-static int cuda_open(nvf_backend *b, int threads) {
-    (void)threads;
-    nvf_cuda_quant *q = NULL;
-    int rc = nvf_cuda_quant_open(&q, b->device.index);
-    if (rc < 0)
-        return rc;
-    b->state = q;
-    return NVF_OK;
+#include <stdlib.h>
+
+typedef struct cuda_state {
+    nvf_cuda_quant *q;
+    nvf_cuda_layout *l;
+} cuda_state;
+
+static nvf_cuda_quant *quant_of(nvf_backend *b) {
+    return ((cuda_state *)b->state)->q;
 }
 
 static void cuda_close(nvf_backend *b) {
-    nvf_cuda_quant_close(b->state);
+    cuda_state *st = b->state;
+    if (!st)
+        return;
+    nvf_cuda_layout_close(st->l); /* before the quantizer state, whose context it borrows */
+    nvf_cuda_quant_close(st->q);
+    free(st);
     b->state = NULL;
+}
+
+static int cuda_open(nvf_backend *b, int threads) {
+    (void)threads;
+    cuda_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return nvf_error_set(NVF_E_NOMEM, "no memory for the backend of cuda:%d", b->device.index);
+    b->state = st;
+    int rc = nvf_cuda_quant_open(&st->q, b->device.index);
+    if (rc == NVF_OK)
+        rc = nvf_cuda_layout_open(&st->l, nvf_cuda_quant_ctx(st->q));
+    if (rc != NVF_OK)
+        cuda_close(b);
+    return rc;
 }
 
 static int cuda_amax(nvf_backend *b, float *out, const nvf_quant_source *s, int allow_nonfinite,
                      const char *name) {
-    return nvf_cuda_quant_amax(b->state, out, s, allow_nonfinite, name);
+    return nvf_cuda_quant_amax(quant_of(b), out, s, allow_nonfinite, name);
 }
 
 static int cuda_quantize(nvf_backend *b, uint8_t *packed, uint8_t *scales,
                          const nvf_quant_source *s, float gs, const nvf_quant_params *p) {
-    return nvf_cuda_quant_source(b->state, packed, scales, s, gs, p);
+    return nvf_cuda_quant_source(quant_of(b), packed, scales, s, gs, p);
 }
 
 static int cuda_quantize_group(nvf_backend *b, float *out_gs, uint8_t *const *packed,
                                uint8_t *const *scales, const nvf_quant_source *srcs,
                                const char *const *names, size_t n, const nvf_quant_params *p,
                                int allow_nonfinite) {
-    return nvf_cuda_quant_group(b->state, out_gs, packed, scales, srcs, names, n, p,
+    return nvf_cuda_quant_group(quant_of(b), out_gs, packed, scales, srcs, names, n, p,
                                 allow_nonfinite);
 }
 
 static int cuda_dequant_bf16(nvf_backend *b, uint8_t *out, const nvf_quant_source *s,
                              int check_finite, const char *name) {
-    return nvf_cuda_quant_dequant_bf16(b->state, out, s, check_finite, name);
+    return nvf_cuda_quant_dequant_bf16(quant_of(b), out, s, check_finite, name);
 }
 
 static int cuda_bench_quant(nvf_backend *b, double *out_s, nvf_dtype dtype, int64_t rows,
                             int64_t cols, const nvf_quant_params *p, nvf_backend_bench_pass pass,
                             int runs, const volatile sig_atomic_t *stop) {
-    return nvf_cuda_quant_bench(b->state, out_s, dtype, rows, cols, p, (int)pass, runs, stop);
+    return nvf_cuda_quant_bench(quant_of(b), out_s, dtype, rows, cols, p, (int)pass, runs, stop);
+}
+
+static int cuda_layout(nvf_backend *b, uint8_t *dst, nvf_layout to, const uint8_t *src,
+                       nvf_layout from, int64_t rows, int64_t kcols, size_t n) {
+    return nvf_cuda_layout_host(((cuda_state *)b->state)->l, dst, to, src, from, rows, kcols, n);
 }
 
 static int cuda_config_count(const nvf_backend *b) {
@@ -59,7 +86,10 @@ static int cuda_config_count(const nvf_backend *b) {
 }
 
 static int cuda_set_config(nvf_backend *b, int config, size_t chunk_bytes) {
-    return nvf_cuda_quant_set_config(b->state, config, chunk_bytes);
+    int rc = nvf_cuda_quant_set_config(quant_of(b), config, chunk_bytes);
+    if (rc == NVF_OK)
+        nvf_cuda_layout_set_chunk(((cuda_state *)b->state)->l, chunk_bytes);
+    return rc;
 }
 
 const nvf_backend_ops nvf_backend_cuda_ops = {
@@ -70,6 +100,7 @@ const nvf_backend_ops nvf_backend_cuda_ops = {
     .quantize = cuda_quantize,
     .quantize_group = cuda_quantize_group,
     .dequant_bf16 = cuda_dequant_bf16,
+    .layout = cuda_layout,
     .bench_quant = cuda_bench_quant,
     .config_count = cuda_config_count,
     .set_config = cuda_set_config,

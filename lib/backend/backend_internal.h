@@ -23,6 +23,9 @@ typedef struct nvf_backend_ops {
                           int allow_nonfinite);
     int (*dequant_bf16)(nvf_backend *b, uint8_t *out, const nvf_quant_source *s, int check_finite,
                         const char *name);
+    /* called with arguments checked by nvf_backend_layout, rows, kcols and n > 0 */
+    int (*layout)(nvf_backend *b, uint8_t *dst, nvf_layout to, const uint8_t *src, nvf_layout from,
+                  int64_t rows, int64_t kcols, size_t n);
     int (*bench_quant)(nvf_backend *b, double *out_s, nvf_dtype dtype, int64_t rows, int64_t cols,
                        const nvf_quant_params *p, nvf_backend_bench_pass pass, int runs,
                        const volatile sig_atomic_t *stop);
@@ -43,10 +46,18 @@ extern const nvf_backend_ops nvf_backend_cpu_ops;
 extern const nvf_backend_ops nvf_backend_cuda_ops;
 /* nvf_backend_set_group_budget of a build with CUDA */
 void nvf_backend_cuda_set_group_budget(size_t bytes);
+/** CPU layout conversion: the reference of every backend's `layout` (backend_layout.c). */
+int nvf_backend_cpu_layout(nvf_backend *b, uint8_t *dst, nvf_layout to, const uint8_t *src,
+                           nvf_layout from, int64_t rows, int64_t kcols, size_t n);
+
 #endif
 
 /** CPU dequantization, also the generic path of the other backends' error reports. */
 int nvf_backend_cpu_dequant_bf16(nvf_backend *b, uint8_t *out, const nvf_quant_source *s,
                                  int check_finite, const char *name);
+
+/** CPU layout conversion: the reference of every backend's `layout` (backend_layout.c). */
+int nvf_backend_cpu_layout(nvf_backend *b, uint8_t *dst, nvf_layout to, const uint8_t *src,
+                           nvf_layout from, int64_t rows, int64_t kcols, size_t n);
 
 #endif

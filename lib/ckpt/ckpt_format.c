@@ -5,7 +5,8 @@
  *   1. config.json `quantization_config.quant_method`: "fp8" (FP8 block, `weight_block_size`
  *      default [128, 128], `scale_fmt` "ue8m0" for power-of-two scales), "modelopt"
  *      (`quant_algo` NVFP4 / FP8), "compressed-tensors" (`config_groups.*.weights`: 4-bit
- *      float = NVFP4, 8-bit float = FP8 per tensor).
+ *      float = NVFP4; 8-bit float with `strategy: block` = FP8 block, `block_structure` the
+ *      block and `weight_scale` the block scale; other 8-bit float = FP8 per tensor).
  *   2. hf_quant_config.json `quantization.quant_algo` (ModelOpt).
  *   3. Tensor names: `*_scale_inv` (FP8 block), `weight_packed` + `weight_global_scale`
  *      (NVFP4 compressed-tensors), `weight_scale_2` (NVFP4 ModelOpt), an F8_E4M3 weight with a
@@ -153,8 +154,10 @@ static nvf_ckpt_format modelopt_algo(const char *algo) {
     return NVF_CKPT_FORMAT_UNKNOWN;
 }
 
-/* compressed-tensors: the weights scheme of the first config group. */
-static nvf_ckpt_format ct_format(const cJSON *qc) {
+/* compressed-tensors: the weights scheme of the first config group with float weights. 8-bit
+ * weights with `strategy: "block"` are FP8 block (the block from `block_structure`, default
+ * [128, 128]; `weight_scale` is then the block scale), other 8-bit ones FP8 per tensor. */
+static nvf_ckpt_format ct_format(nvf_ckpt_quant *q, const cJSON *qc) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(qc, "format");
     if (cJSON_IsString(fmt) && strcmp(fmt->valuestring, "nvfp4-pack-quantized") == 0)
         return NVF_CKPT_FORMAT_NVFP4_CT;
@@ -168,8 +171,19 @@ static nvf_ckpt_format ct_format(const cJSON *qc) {
             continue;
         if (bits->valuedouble == 4)
             return NVF_CKPT_FORMAT_NVFP4_CT;
-        if (bits->valuedouble == 8)
+        if (bits->valuedouble != 8)
+            continue;
+        const cJSON *strategy = cJSON_GetObjectItemCaseSensitive(w, "strategy");
+        if (!cJSON_IsString(strategy) || strcmp(strategy->valuestring, "block") != 0)
             return NVF_CKPT_FORMAT_FP8_TENSOR;
+        const cJSON *bs = cJSON_GetObjectItemCaseSensitive(w, "block_structure");
+        int64_t b0 = 128, b1 = 128;
+        if (cJSON_GetArraySize(bs) != 2 || !json_pos_int(cJSON_GetArrayItem(bs, 0), &b0) ||
+            !json_pos_int(cJSON_GetArrayItem(bs, 1), &b1))
+            b0 = b1 = 128;
+        q->block[0] = b0;
+        q->block[1] = b1;
+        return NVF_CKPT_FORMAT_FP8_BLOCK;
     }
     return NVF_CKPT_FORMAT_UNKNOWN;
 }
@@ -221,7 +235,7 @@ static int from_config(nvf_ckpt *ck) {
             }
             q->format = modelopt_algo(algo);
         } else if (strcmp(m, "compressed-tensors") == 0) {
-            q->format = ct_format(qc);
+            q->format = ct_format(q, qc);
         }
         if (rc == NVF_OK && q->format == NVF_CKPT_FORMAT_UNKNOWN)
             rc = ckpt_warn(ck,
@@ -267,7 +281,7 @@ static void gather_evidence(const nvf_ckpt *ck, name_evidence *ev) {
         nvf_companion slot = nvf_ckpt_companion(weight, sizeof weight, name, 0);
         if (nvf_ckpt_is_scale_inv(name))
             ev->scale_inv++;
-        else if (slot == NVF_COMPANION_SCALE_2 && ckpt_ends_with(name, ".weight_scale_2"))
+        else if (slot == NVF_COMPANION_SCALE_2 && ckpt_ends_with(name, "weight_scale_2"))
             ev->scale_2++;
         else if (slot == NVF_COMPANION_SCALE_2)
             ev->packed_global++;
@@ -404,7 +418,8 @@ int ckpt_detect_format(nvf_ckpt *ck) {
     nvf_ckpt_quant *q = &ck->quant;
     if (!q->source) {
         from_evidence(q, &ev);
-    } else if (q->format == NVF_CKPT_FORMAT_FP8_BLOCK && ev.scale_inv == 0) {
+    } else if (q->format == NVF_CKPT_FORMAT_FP8_BLOCK && ev.scale_inv == 0 &&
+               !(q->quant_method && strcmp(q->quant_method, "compressed-tensors") == 0)) {
         if (ev.fp8_scalar_scale > 0) {
             q->format = NVF_CKPT_FORMAT_FP8_TENSOR;
             q->block[0] = q->block[1] = 0;

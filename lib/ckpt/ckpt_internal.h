@@ -1,9 +1,11 @@
 /*
  * Private glue between the checkpoint modules. Calls go one way, top to bottom:
- *   1. ckpt_open.c: files, index, config; runs format detection, then MoE discovery
+ *   1. ckpt_open.c: files, index, config; runs format detection, then MoE discovery;
+ *      ckpt_nvfp4.c: the NVFP4 weight views of an open checkpoint (neither calls the other)
  *   2. ckpt_format.c (roles, companions, detection), ckpt_moe.c (structure, expert map),
  *      ckpt_plan.c (scope): none calls another of this level or ckpt_open.c
- *   3. ckpt_naming.c (what a name says)
+ *   3. ckpt_naming.c (what a name says), ckpt_moe_config.c (config.json's MoE fields),
+ *      ckpt_source.c (a weight as a quantization source)
  *   4. ckpt_common.c (warnings, lookups, strings)
  * tests/cli/style/ckpt_layering.sh checks it.
  */
@@ -30,6 +32,19 @@ int ckpt_config_warn_type(nvf_ckpt *ck, const char *key, const cJSON *v, const c
 
 /** Classify every tensor, link scales to weights, detect the format, check FP8 block scales. */
 int ckpt_detect_format(nvf_ckpt *ck);
+
+/* An expert count above this is taken as a broken config, not a model. */
+#define CKPT_MAX_EXPERTS 1000000
+
+/**
+ * Read the MoE fields of config.json into `c` (ckpt_moe_config.c); a field of the wrong type
+ * or range is a warning and reads as absent. @return 0 or NVF_E_NOMEM.
+ */
+int ckpt_moe_read_config(nvf_ckpt *ck, nvf_moe_config *c);
+
+/** The router kind of a model with MoE layers from its config, `any_bias`: a layer has a
+ * correction bias (ckpt_moe_config.c). */
+nvf_router_kind ckpt_moe_router_kind(const nvf_moe_config *c, int any_bias);
 
 /** Discover the MoE structure into ck->moe. */
 int ckpt_discover_moe(nvf_ckpt *ck);

@@ -23,8 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An expert count above this is taken as a broken config, not a model. */
-#define MAX_EXPERTS 1000000
+#define MAX_EXPERTS CKPT_MAX_EXPERTS
 
 /* All three projections present. */
 #define PROJ_ALL 7u
@@ -63,6 +62,8 @@ const char *nvf_router_kind_name(nvf_router_kind kind) {
         return "sigmoid_topk";
     case NVF_ROUTER_DEEPSEEK_V3:
         return "deepseek_v3";
+    case NVF_ROUTER_TOPK_SOFTMAX:
+        return "topk_softmax";
     }
     return "none";
 }
@@ -175,82 +176,6 @@ static int cmp_rec(const void *a, const void *b) {
     if (x->id != y->id)
         return x->id < y->id ? -1 : 1;
     return (x->proj > y->proj) - (x->proj < y->proj);
-}
-
-/* Integer fields are read as exact non-negative integers up to 2^53 (an expert count up to
- * MAX_EXPERTS): anything else ("eight", -8, 1e300, 8.5) is a warning and reads as absent (-1). */
-static int cfg_int(nvf_ckpt *ck, const char *key, int64_t max, int64_t *out) {
-    const cJSON *v = ckpt_config_get(ck, key);
-    *out = -1;
-    if (!v)
-        return NVF_OK;
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > (double)max ||
-        v->valuedouble != (double)(int64_t)v->valuedouble) {
-        char expected[64];
-        snprintf(expected, sizeof expected, "an integer from 0 to %" PRId64, max);
-        return ckpt_config_warn_type(ck, key, v, expected);
-    }
-    *out = (int64_t)v->valuedouble;
-    return NVF_OK;
-}
-
-static int cfg_str(nvf_ckpt *ck, const char *key, char *buf, size_t len) {
-    const cJSON *v = ckpt_config_get(ck, key);
-    buf[0] = '\0';
-    if (!v)
-        return NVF_OK;
-    if (!cJSON_IsString(v))
-        return ckpt_config_warn_type(ck, key, v, "a string");
-    snprintf(buf, len, "%s", v->valuestring);
-    return NVF_OK;
-}
-
-static int read_config(nvf_ckpt *ck, nvf_moe_config *c) {
-    static const char *const count_keys[] = {"num_experts", "num_local_experts",
-                                             "n_routed_experts"};
-    const struct {
-        const char *key;
-        int64_t *out;
-    } ints[] = {
-        {"num_experts_per_tok", &c->top_k},
-        {"n_group", &c->n_group},
-        {"topk_group", &c->topk_group},
-        {"first_k_dense_replace", &c->first_k_dense_replace},
-        {"hidden_size", &c->hidden_size},
-        {"moe_intermediate_size", &c->moe_intermediate_size},
-        {"intermediate_size", &c->intermediate_size},
-        {"n_shared_experts", &c->n_shared_experts},
-    };
-    const int64_t max_int = (int64_t)1 << 53;
-    /* ckpt_config_get looks under text_config only when it is an object */
-    const cJSON *cfg = nvf_ckpt_config_doc(ck);
-    const cJSON *text = cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "text_config") : NULL;
-    int rc = text && !cJSON_IsNull(text) && !cJSON_IsObject(text)
-                 ? ckpt_config_warn_type(ck, "text_config", text, "an object")
-                 : NVF_OK;
-    c->n_experts = -1;
-    c->n_experts_key = NULL;
-    for (size_t i = 0; i < 3 && c->n_experts < 0 && rc == NVF_OK; i++) {
-        rc = cfg_int(ck, count_keys[i], MAX_EXPERTS, &c->n_experts);
-        if (c->n_experts >= 0)
-            c->n_experts_key = count_keys[i];
-    }
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && rc == NVF_OK; i++)
-        rc = cfg_int(ck, ints[i].key, max_int, ints[i].out);
-    const cJSON *norm = ckpt_config_get(ck, "norm_topk_prob");
-    c->norm_topk_prob = cJSON_IsBool(norm) ? cJSON_IsTrue(norm) : -1;
-    if (rc == NVF_OK && norm && !cJSON_IsBool(norm))
-        rc = ckpt_config_warn_type(ck, "norm_topk_prob", norm, "true or false");
-    const cJSON *rsf = ckpt_config_get(ck, "routed_scaling_factor");
-    int rsf_ok = cJSON_IsNumber(rsf) && rsf->valuedouble > 0 && isfinite(rsf->valuedouble);
-    c->routed_scaling_factor = rsf_ok ? rsf->valuedouble : -1.0;
-    if (rc == NVF_OK && rsf && !rsf_ok)
-        rc = ckpt_config_warn_type(ck, "routed_scaling_factor", rsf, "a positive number");
-    if (rc == NVF_OK)
-        rc = cfg_str(ck, "hidden_act", c->hidden_act, sizeof c->hidden_act);
-    if (rc == NVF_OK)
-        rc = cfg_str(ck, "scoring_func", c->scoring_func, sizeof c->scoring_func);
-    return rc;
 }
 
 /* Per-expert layers: H, I, present and missing experts; shape disagreements are warnings. */
@@ -492,7 +417,7 @@ static int cmp_layer(const void *a, const void *b) {
 int ckpt_discover_moe(nvf_ckpt *ck) {
     nvf_moe *m = &ck->moe;
     acc a = {0};
-    int rc = read_config(ck, &m->config);
+    int rc = ckpt_moe_read_config(ck, &m->config);
     for (size_t i = 0; i < ck->n_tensors && rc == NVF_OK; i++)
         rc = scan_tensor(ck, &a, i);
     if (rc == NVF_OK && a.n > 0) {
@@ -526,20 +451,7 @@ int ckpt_discover_moe(nvf_ckpt *ck) {
         return rc;
     if (m->n_layers > 1)
         qsort(m->layers, m->n_layers, sizeof *m->layers, cmp_layer);
-    nvf_moe_config *c = &m->config;
-    char topk_method[32];
-    if ((rc = cfg_str(ck, "topk_method", topk_method, sizeof topk_method)) != NVF_OK)
-        return rc;
-    int noaux = strcmp(topk_method, "noaux_tc") == 0;
-    /* transformers' DeepSeek-V3 config leaves scoring_func out: the correction bias implies
-     * sigmoid scores (it is only defined for them). */
-    if (m->n_moe == 0)
-        c->router = NVF_ROUTER_NONE;
-    else if (strcmp(c->scoring_func, "sigmoid") == 0 || any_bias)
-        c->router =
-            c->n_group > 0 || noaux || any_bias ? NVF_ROUTER_DEEPSEEK_V3 : NVF_ROUTER_SIGMOID_TOPK;
-    else
-        c->router = NVF_ROUTER_SOFTMAX_TOPK;
+    m->config.router = m->n_moe == 0 ? NVF_ROUTER_NONE : ckpt_moe_router_kind(&m->config, any_bias);
     for (size_t i = 0; i < m->n_layers; i++) {
         if (m->layers[i].n_missing > 0) {
             rc = ckpt_warn(ck, "%s: %zu of %" PRId64 " experts missing (first: %" PRId64 ")",

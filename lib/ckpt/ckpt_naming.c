@@ -10,9 +10,16 @@
  *      [E, 2I, H] (gate rows first) and [E, H, I]. Decided by the exact name.
  *   3. Scale companions: W_scale_inv (FP8 block); M.weight_scale, M.weight_scale_2,
  *      M.input_scale (ModelOpt); M.weight_scale, M.weight_global_scale, M.input_global_scale,
- *      M.weight_zero_point of M.weight_packed (compressed-tensors); k_scale, v_scale,
- *      output_scale (attention, no weight slot).
+ *      M.weight_zero_point of M.weight_packed (compressed-tensors; M.weight_scale is also the
+ *      block scale of an FP8 M.weight in compressed-tensors' block strategy); k_scale, v_scale,
+ *      output_scale (attention, no weight slot). Fused experts F = P.experts.gate_up_proj or
+ *      P.experts.down_proj: F_weight_scale, F_weight_scale_2, F_input_scale (ModelOpt's export
+ *      of fused experts, as in GPT-OSS and Kimi NVFP4 checkpoints), and F.weight_scale,
+ *      F.weight_scale_2, F.input_scale of a fused tensor named F without ".weight".
  *   4. Groups sharing a global scale: {gate,up}_proj, {w1,w3}, {q,k,v}_proj.
+ *   5. ModelOpt NVFP4 names to compressed-tensors' (for writing the latter): M.weight ->
+ *      M.weight_packed, M.weight_scale_2 -> M.weight_global_scale, M.input_scale ->
+ *      M.input_global_scale, M.weight_scale unchanged.
  */
 #include "ckpt_internal.h"
 
@@ -60,6 +67,40 @@ static void join(char *out, size_t cap, const char *prefix, size_t n, const char
     memcpy(out + n, tail, k + 1);
 }
 
+/* The fused expert parameters, as the last name component after ".experts.". */
+static const char *const k_fused[] = {"gate_up_proj", "down_proj"};
+
+/* Whether name[0, n) ends in ".experts." + a fused parameter. */
+static int is_fused_module(const char *name, size_t n) {
+    for (size_t i = 0; i < sizeof k_fused / sizeof k_fused[0]; i++) {
+        size_t k = strlen(k_fused[i]), e = strlen(".experts.");
+        if (n >= k + e && memcmp(name + n - k, k_fused[i], k) == 0 &&
+            memcmp(name + n - k - e, ".experts.", e) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* ModelOpt's fused scale names: P.experts.F_SUFFIX -> the slot, weight P.experts.F. */
+static nvf_companion fused_companion(char *weight, size_t cap, const char *name, int alt) {
+    static const struct {
+        const char *suffix;
+        nvf_companion slot;
+    } k[] = {{"_weight_scale_2", NVF_COMPANION_SCALE_2},
+             {"_weight_scale", NVF_COMPANION_SCALE},
+             {"_input_scale", NVF_COMPANION_INPUT}};
+    size_t len = strlen(name);
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        size_t n = strlen(k[i].suffix);
+        if (len <= n || !ckpt_ends_with(name, k[i].suffix) || !is_fused_module(name, len - n))
+            continue;
+        if (alt == 0)
+            join(weight, cap, name, len - n, "");
+        return k[i].slot;
+    }
+    return NVF_COMPANION_NONE;
+}
+
 nvf_companion nvf_ckpt_companion(char *weight, size_t cap, const char *name, int alt) {
     size_t len = strlen(name);
     if (cap > 0)
@@ -69,6 +110,9 @@ nvf_companion nvf_ckpt_companion(char *weight, size_t cap, const char *name, int
             join(weight, cap, name, len - strlen(SCALE_INV), "");
         return NVF_COMPANION_SCALE;
     }
+    nvf_companion fused = fused_companion(weight, cap, name, alt);
+    if (fused != NVF_COMPANION_NONE)
+        return fused;
     const char *last = last_component(name);
     nvf_companion slot = NVF_COMPANION_NONE;
     int seen = 0;
@@ -82,6 +126,11 @@ nvf_companion nvf_ckpt_companion(char *weight, size_t cap, const char *name, int
             return k_companions[i].slot;
         }
     }
+    /* Last candidate: the module itself when it is a fused tensor named without ".weight". */
+    size_t module = (size_t)(last - name);
+    if (slot != NVF_COMPANION_NONE && slot != NVF_COMPANION_OTHER && seen == alt && module > 0 &&
+        is_fused_module(name, module - 1))
+        join(weight, cap, name, module - 1, "");
     return slot;
 }
 
@@ -306,5 +355,27 @@ int nvf_ckpt_group_key(char *out, size_t cap, const char *name) {
     if (len + 1 > cap)
         return nvf_error_set(NVF_E_INVALID, "tensor name '%s' is too long", name);
     memcpy(out, name, len + 1);
+    return 0;
+}
+
+int nvf_ckpt_ct_name(char *out, size_t cap, const char *modelopt_name) {
+    static const struct {
+        const char *from, *to;
+    } k[] = {{".weight", ".weight_packed"},
+             {".weight_scale_2", ".weight_global_scale"},
+             {".input_scale", ".input_global_scale"}};
+    size_t len = strlen(modelopt_name);
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        if (!ckpt_ends_with(modelopt_name, k[i].from))
+            continue;
+        join(out, cap, modelopt_name, len - strlen(k[i].from), k[i].to);
+        if (cap == 0 || out[0] == '\0')
+            return nvf_error_set(NVF_E_INVALID, "tensor name '%.64s...' is too long",
+                                 modelopt_name);
+        return 1;
+    }
+    join(out, cap, modelopt_name, len, "");
+    if (cap == 0 || out[0] == '\0')
+        return nvf_error_set(NVF_E_INVALID, "tensor name '%.64s...' is too long", modelopt_name);
     return 0;
 }

@@ -5,7 +5,7 @@
  *   convert_modelopt.c  the target format: plans outputs, packs a job, writes its metadata;
  *   convert_pipeline.c  the queue, memory budget, compute workers and writer thread;
  *   convert_compute.c   a job's bytes through the compute backend (quantize, dequantize);
- *   convert_shard.c     the shard writer (hashes as it writes);
+ *   convert_shard.c     the shard writer (pieces at offsets; hashes by reading the file back);
  *   convert_dst.c       DST: prepare, lock, clear, stale shards;
  *   convert_journal.c   the progress journal, its key, and --resume;
  *   convert_source.c    the source files: list and hash (on the core pool);
@@ -45,13 +45,24 @@ typedef struct cv_member {
     char *module[2];      /* output module names (module[1] only when split) */
 } cv_member;
 
+/* A part of an output tensor that a job writes: bytes [off, off+len) of outs[out]. */
+typedef struct cv_piece {
+    size_t out;
+    uint64_t off;
+    uint64_t len;
+} cv_piece;
+
+/* A job writes its pieces (plan->pieces[first_piece, first_piece + n_pieces)); a buffered job's
+ * buffer is their concatenation in piece order (bytes_out is the sum of their len). Every piece
+ * lies in the job's shard. */
 typedef struct cv_job {
     cv_job_kind kind;
     size_t n_members;
     cv_member members[CV_MAX_MEMBERS];
     size_t first_out, n_out; /* outputs [first_out, first_out + n_out) */
-    uint64_t bytes_in;       /* source bytes read */
-    uint64_t bytes_out;      /* output tensor bytes */
+    size_t first_piece, n_pieces;
+    uint64_t bytes_in;  /* source bytes read */
+    uint64_t bytes_out; /* output tensor bytes */
     size_t shard;
     float input_scale; /* CV_JOB_QUANT */
 } cv_job;
@@ -80,9 +91,10 @@ typedef struct cv_shard {
 
 typedef struct cv_plan {
     nvf_plan *scope; /* nvf_ckpt_plan of the recipe's globs */
-    size_t n_jobs, n_outs, n_shards;
+    size_t n_jobs, n_outs, n_shards, n_pieces;
     cv_job *jobs;
     cv_out *outs;
+    cv_piece *pieces;
     cv_shard *shards;
     uint64_t total_size;    /* sum of output tensor bytes */
     uint64_t largest_job;   /* bytes of the largest buffered job */
@@ -102,18 +114,43 @@ int cv_plan_build(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *
 /** Free a plan; NULL is fine. */
 void cv_plan_free(cv_plan *p);
 
+/** Give every job one piece per output, the whole tensor (off 0): the default of a plan. */
+int cv_plan_whole_pieces(cv_plan *p);
+
 /** Set every quantization job's input_scale from the --input-amax file (or 1.0). */
 int cv_plan_input_scales(cv_plan *p, const char *path);
 
-/* Shard writer: safetensors header + data to NAME.tmp, SHA-256 and per-tensor CRC-32 computed
- * on the bytes as they are written; fsync + rename + directory fsync at the end. */
+/* Shard writer: the safetensors header, then pieces of tensors in any order, into NAME.tmp. Two
+ * threads share it: the writer (open, write_at, publish, then close or cancel) and a hasher
+ * (finish), which reads the file back from the page cache for its SHA-256 (following the
+ * written prefix as the writer publishes it) and every tensor's CRC-32 (on the core pool once
+ * closed), then fsyncs, renames and fsyncs the directory. */
 typedef struct cv_writer cv_writer;
 
+/** Start shard `shard` of `p` in `dir` (its NAME.tmp). @return 0 or a status; NULL on failure. */
 int cv_writer_open(cv_writer **out, const char *dir, const cv_plan *p, size_t shard);
-/** Append bytes of output tensor `o` (in declaration order). */
-int cv_writer_write(cv_writer *w, cv_out *o, const void *data, size_t len);
-/** Finish: fsync, rename, directory fsync; records size and SHA-256 in the shard. */
-int cv_writer_finish(cv_writer *w, cv_shard *s);
+/** Write bytes [off, off + len) of output `out` (a plan index, in the writer's shard), in any
+ * order; each byte exactly once. Writer thread only. @return 0 or a status. */
+int cv_writer_write_at(cv_writer *w, size_t out, uint64_t off, const void *data, size_t len);
+/** Let the hasher read the tensors complete from the shard's first on (after a job).
+ * @return 0 or NVF_E_IO. */
+int cv_writer_publish(cv_writer *w, const cv_plan *p);
+/**
+ * Every job of the shard is written: check every byte of every tensor was (NVF_E_INVALID naming
+ * the first that was not) and let the hasher finish. On failure the shard is cancelled. The
+ * writer thread must not touch `w` after this call or cv_writer_cancel() (finish frees it).
+ */
+int cv_writer_close(cv_writer *w, const cv_plan *p);
+/** The shard will not be completed: finish removes it. NULL is fine. */
+void cv_writer_cancel(cv_writer *w);
+/**
+ * The hasher: SHA-256 of the file as the writer publishes it, then, once closed, the tensors'
+ * CRC-32s, fsync, rename, directory fsync. Records size and SHA-256 in the shard and the CRCs in
+ * its outputs of `p` (which only this call touches). Stops with NVF_E_INTERRUPTED when quit(ctx)
+ * is non-zero (quit may be NULL) or the shard is cancelled. Frees the writer; on failure the
+ * temporary file is removed. May run on the writer thread after cv_writer_close().
+ */
+int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx);
 /** Remove the temporary file and free; NULL is fine. */
 void cv_writer_abort(cv_writer *w);
 

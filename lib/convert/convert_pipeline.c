@@ -4,9 +4,13 @@
  *     entry, each with its own backend; one device: a single worker) and compute each buffered
  *     job (quantize, dequantize) into a buffer; a worker waits while the buffers in flight
  *     exceed --max-host-memory (one job always proceeds);
- *   - the writer thread takes the jobs in order, writes the shards (copied tensors are streamed
- *     from the source mapping in chunks), hashes as it writes, finishes each shard atomically
- *     and records it in the journal;
+ *   - the writer thread takes the jobs in order and writes each job's pieces of output tensors
+ *     at their offsets (copied tensors are streamed from the source mapping in chunks); a shard
+ *     goes to a hasher as it is opened (at most HASHERS pending: the writer waits beyond that),
+ *     is published after every job and closed after its last, and the writer moves on;
+ *   - the hasher threads read each shard back once from the page cache: its SHA-256 follows
+ *     the published bytes, its tensor CRC-32s run on the core pool once it is closed; then it
+ *     is renamed into place and recorded in the journal (under a mutex), several side by side;
  *   - the SHA-256 of every source file for the manifest, computed beside them as a task of the
  *     core pool.
  * Source pages are released (MADV_DONTNEED) once consumed, so the resident set stays bounded by
@@ -34,6 +38,16 @@ typedef struct queue_item {
     int end;
 } queue_item;
 
+/* Shards hashed side by side at most (the writer waits for one to finish beyond it): each is a
+ * sequential SHA-256 stream, so several keep the cores busy while bounding the shards whose
+ * bytes the page cache must still hold. */
+#define HASHERS 4
+
+typedef struct pending_shard {
+    cv_writer *w;
+    size_t shard;
+} pending_shard;
+
 typedef struct pipeline {
     cv_run *r;
     pthread_mutex_t mu;
@@ -49,6 +63,13 @@ typedef struct pipeline {
     int abort;
     int hash_rc;
     nvf_error_state hash_err;
+    /* Shards written and handed to the hashers (a ring of HASHERS), under mu. */
+    pending_shard fin[HASHERS];
+    size_t fin_head, fin_tail; /* queued: [fin_head, fin_tail) */
+    size_t pending;            /* queued or being hashed */
+    int fin_end;               /* the writer is done: hashers leave once the ring is empty */
+    /* The progress counters and the journal, touched by the writer and the hashers. */
+    pthread_mutex_t prog_mu;
 } pipeline;
 
 static int stopped(const pipeline *pl) {
@@ -102,53 +123,129 @@ static void report(cv_run *r, int final) {
         r->opt->progress(&r->prog, final, r->opt->progress_user);
 }
 
+/* Add to the progress counters and report (the hashers count shards beside the writer). */
+static void progress(pipeline *pl, uint64_t bytes, size_t tensors, int tell) {
+    pthread_mutex_lock(&pl->prog_mu);
+    pl->r->prog.bytes_done += bytes;
+    pl->r->prog.tensors_done += tensors;
+    if (tell)
+        report(pl->r, 0);
+    pthread_mutex_unlock(&pl->prog_mu);
+}
+
+/* 1 when piece `pc` reaches the end of its tensor: the tensor then counts as written. */
+static size_t piece_ends(const cv_run *r, const cv_piece *pc) {
+    return pc->off + pc->len == r->p->outs[pc->out].bytes;
+}
+
+/* A copy job: its one piece streamed from the source mapping in chunks at increasing offsets. */
 static int write_copy(pipeline *pl, cv_writer *w, const cv_job *j) {
     cv_run *r = pl->r;
     size_t ti = j->members[0].tensor;
     const nvf_st_tensor *st = r->ck->tensors[ti].st;
-    cv_out *o = &r->p->outs[j->first_out];
+    const cv_piece *pc = &r->p->pieces[j->first_piece];
     uint64_t len = st->end - st->begin;
     for (uint64_t off = 0; off < len;) {
         if (stopped(pl))
             return nvf_error_set(NVF_E_INTERRUPTED, "interrupted while copying '%s'", st->name);
         size_t k = len - off < COPY_CHUNK ? (size_t)(len - off) : COPY_CHUNK;
-        int rc = cv_writer_write(w, o, st->data + off, k);
+        int rc = cv_writer_write_at(w, pc->out, pc->off + off, st->data + off, k);
         release_range(r->ck, ti, st->data + off, k);
         if (rc != NVF_OK)
             return rc;
         off += k;
-        r->prog.bytes_done += k;
-        if (off < len)
-            report(r, 0);
+        progress(pl, k, off < len ? 0 : piece_ends(r, pc), off < len);
     }
-    r->prog.tensors_done++;
     return NVF_OK;
 }
 
-static int write_buffered(cv_run *r, cv_writer *w, const cv_job *j, const uint8_t *buf) {
-    for (size_t i = 0; i < j->n_out; i++) {
-        cv_out *o = &r->p->outs[j->first_out + i];
-        int rc = cv_writer_write(w, o, buf, (size_t)o->bytes);
+/* A buffered job: its buffer is its pieces one after the other. */
+static int write_buffered(pipeline *pl, cv_writer *w, const cv_job *j, const uint8_t *buf) {
+    cv_run *r = pl->r;
+    size_t tensors = 0;
+    for (size_t i = 0; i < j->n_pieces; i++) {
+        const cv_piece *pc = &r->p->pieces[j->first_piece + i];
+        int rc = cv_writer_write_at(w, pc->out, pc->off, buf, (size_t)pc->len);
         if (rc != NVF_OK)
             return rc;
-        buf += o->bytes;
-        r->prog.tensors_done++;
+        buf += pc->len;
+        tensors += piece_ends(r, pc);
     }
-    r->prog.bytes_done += j->bytes_in;
+    progress(pl, j->bytes_in, tensors, 0);
     return NVF_OK;
 }
 
-/* Finish shard `si`: rename into place, then record it in the journal. */
-static int finish_shard(cv_run *r, cv_writer *w, size_t si) {
-    cv_shard *s = &r->p->shards[si];
-    int rc = cv_writer_finish(w, s);
-    if (rc == NVF_OK) {
-        s->written = 1;
-        rc = cv_journal_add(r, si);
+/* Record the first failure of the writer or a hasher; everyone stops. */
+static void fail(pipeline *pl, int rc) {
+    pthread_mutex_lock(&pl->mu);
+    if (!pl->failed) {
+        pl->failed = rc;
+        nvf_error_save(&pl->fail);
     }
-    r->prog.shards_done++;
-    return rc;
+    pthread_cond_broadcast(&pl->cv);
+    pthread_mutex_unlock(&pl->mu);
 }
+
+static int hash_quit(void *ctx);
+
+/* Hashers ---------------------------------------------------------------------------------- */
+
+/* Hand the shard just opened to the hashers, waiting while HASHERS are pending. When failing,
+ * the shard is dropped here (its temporary file removed). @return non-zero when failing. */
+static int hand_to_hashers(pipeline *pl, cv_writer *w, size_t si) {
+    pthread_mutex_lock(&pl->mu);
+    while (pl->pending >= HASHERS && !pl->failed && !pl->abort)
+        pthread_cond_wait(&pl->cv, &pl->mu);
+    int failing = pl->failed || pl->abort;
+    if (!failing) {
+        pl->fin[pl->fin_tail++ % HASHERS] = (pending_shard){w, si};
+        pl->pending++;
+        pthread_cond_broadcast(&pl->cv);
+    }
+    pthread_mutex_unlock(&pl->mu);
+    if (failing)
+        cv_writer_abort(w);
+    return failing;
+}
+
+/*
+ * A hasher: takes a shard as the writer opens it and finishes it (its SHA-256 following the
+ * writer, then the CRC-32s, fsync, rename), then records it in the journal, which so only ever
+ * lists shards complete under their final name. Once the conversion fails, shards are dropped.
+ */
+static void *hasher_main(void *arg) {
+    pipeline *pl = arg;
+    cv_run *r = pl->r;
+    for (;;) {
+        pthread_mutex_lock(&pl->mu);
+        while (pl->fin_head == pl->fin_tail && !pl->fin_end)
+            pthread_cond_wait(&pl->cv, &pl->mu);
+        if (pl->fin_head == pl->fin_tail) {
+            pthread_mutex_unlock(&pl->mu);
+            return NULL;
+        }
+        pending_shard ps = pl->fin[pl->fin_head++ % HASHERS];
+        pthread_mutex_unlock(&pl->mu);
+        /* When failing, finish stops at once (hash_quit) and removes the shard. */
+        int rc = cv_writer_finish(ps.w, r->p, hash_quit, pl);
+        if (rc == NVF_OK) {
+            pthread_mutex_lock(&pl->prog_mu);
+            r->p->shards[ps.shard].written = 1;
+            rc = cv_journal_add(r, ps.shard);
+            r->prog.shards_done++;
+            report(r, 0);
+            pthread_mutex_unlock(&pl->prog_mu);
+        }
+        if (rc != NVF_OK && rc != NVF_E_INTERRUPTED)
+            fail(pl, rc);
+        pthread_mutex_lock(&pl->mu);
+        pl->pending--;
+        pthread_cond_broadcast(&pl->cv);
+        pthread_mutex_unlock(&pl->mu);
+    }
+}
+
+/* Writer ----------------------------------------------------------------------------------- */
 
 static void *writer_main(void *arg) {
     pipeline *pl = arg;
@@ -159,9 +256,9 @@ static void *writer_main(void *arg) {
     int rc = NVF_OK;
     for (;;) {
         pthread_mutex_lock(&pl->mu);
-        while (pl->head == pl->tail && !pl->abort)
+        while (pl->head == pl->tail && !pl->abort && !pl->failed)
             pthread_cond_wait(&pl->cv, &pl->mu);
-        if (pl->abort) {
+        if (pl->abort || pl->failed) {
             pthread_mutex_unlock(&pl->mu);
             break;
         }
@@ -174,10 +271,16 @@ static void *writer_main(void *arg) {
             open_shard = j->shard;
             jobs_in_shard = 0;
             rc = cv_writer_open(&w, r->opt->dst, p, open_shard);
+            if (rc == NVF_OK && hand_to_hashers(pl, w, open_shard)) {
+                w = NULL; /* failing elsewhere: dropped */
+                break;
+            }
         }
         if (rc == NVF_OK)
-            rc = it.buf ? write_buffered(r, w, j, it.buf) : write_copy(pl, w, j);
+            rc = it.buf ? write_buffered(pl, w, j, it.buf) : write_copy(pl, w, j);
         free(it.buf);
+        if (rc == NVF_OK)
+            rc = cv_writer_publish(w, p);
         pthread_mutex_lock(&pl->mu);
         pl->head++;
         pl->inflight -= it.cost;
@@ -185,22 +288,16 @@ static void *writer_main(void *arg) {
         pthread_cond_broadcast(&pl->cv);
         pthread_mutex_unlock(&pl->mu);
         if (rc == NVF_OK && ++jobs_in_shard == p->shards[open_shard].n_jobs) {
-            rc = finish_shard(r, w, open_shard);
-            w = NULL;
+            rc = cv_writer_close(w, p);
+            w = NULL; /* the hasher's now, closed or cancelled */
         }
         if (rc != NVF_OK) {
-            pthread_mutex_lock(&pl->mu);
-            if (!pl->failed) {
-                pl->failed = rc;
-                nvf_error_save(&pl->fail);
-            }
-            pthread_cond_broadcast(&pl->cv);
-            pthread_mutex_unlock(&pl->mu);
+            fail(pl, rc);
             break;
         }
-        report(r, 0);
+        progress(pl, 0, 0, 1);
     }
-    cv_writer_abort(w);
+    cv_writer_cancel(w); /* a shard left open: its hasher removes it */
     return NULL;
 }
 
@@ -422,18 +519,32 @@ int cv_pipeline_run(cv_run *r) {
         return nvf_error_set(NVF_E_NOMEM, "no memory for the job queue");
     pl.next_job = next_live_job(r->p, 0);
     pthread_mutex_init(&pl.mu, NULL);
+    pthread_mutex_init(&pl.prog_mu, NULL);
     pthread_cond_init(&pl.cv, NULL);
-    pthread_t writer;
+    pthread_t writer, hashers[HASHERS];
+    size_t n_hashers = 0;
     int rc = NVF_OK;
-    if (pthread_create(&writer, NULL, writer_main, &pl) != 0) {
+    for (; n_hashers < HASHERS; n_hashers++)
+        if (pthread_create(&hashers[n_hashers], NULL, hasher_main, &pl) != 0) {
+            rc = nvf_error_set(NVF_E_NOMEM, "cannot start the shard hashing threads");
+            break;
+        }
+    if (rc == NVF_OK && pthread_create(&writer, NULL, writer_main, &pl) != 0) {
         rc = nvf_error_set(NVF_E_NOMEM, "cannot start the writer thread");
-    } else {
+    } else if (rc == NVF_OK) {
         /* Computing and hashing side by side: with a pool of one thread they run one after
          * the other, which is slower but still correct (neither waits for the other). */
         rc = nvf_pool_run(nvf_pool_global(), 2, 2, stage_task, &pl);
         end_queue(&pl, rc == NVF_OK);
         pthread_join(writer, NULL);
     }
+    /* The hashers finish the shards handed to them (or drop them, when failing), then leave. */
+    pthread_mutex_lock(&pl.mu);
+    pl.fin_end = 1;
+    pthread_cond_broadcast(&pl.cv);
+    pthread_mutex_unlock(&pl.mu);
+    for (size_t i = 0; i < n_hashers; i++)
+        pthread_join(hashers[i], NULL);
     for (size_t i = pl.head; i < pl.tail; i++) /* buffers the writer never took */
         free(pl.items[i % pl.cap].buf);
     if (rc == NVF_OK && pl.failed)
@@ -446,6 +557,7 @@ int cv_pipeline_run(cv_run *r) {
     report(r, 1);
     free(pl.items);
     pthread_mutex_destroy(&pl.mu);
+    pthread_mutex_destroy(&pl.prog_mu);
     pthread_cond_destroy(&pl.cv);
     return rc;
 }

@@ -360,6 +360,21 @@ static int assign_shards(cv_plan *p, uint64_t max_shard) {
     return NVF_OK;
 }
 
+int cv_plan_whole_pieces(cv_plan *p) {
+    free(p->pieces);
+    p->n_pieces = p->n_outs;
+    p->pieces = calloc(p->n_outs ? p->n_outs : 1, sizeof *p->pieces);
+    if (!p->pieces)
+        return nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
+    for (size_t i = 0; i < p->n_outs; i++)
+        p->pieces[i] = (cv_piece){.out = i, .off = 0, .len = p->outs[i].bytes};
+    for (size_t i = 0; i < p->n_jobs; i++) {
+        p->jobs[i].first_piece = p->jobs[i].first_out;
+        p->jobs[i].n_pieces = p->jobs[i].n_out;
+    }
+    return NVF_OK;
+}
+
 /* Append `globs` to `buf` as 'a', 'b' (or "(none)"). */
 static void glob_list(char *buf, size_t cap, char *const *globs, size_t n) {
     size_t k = strlen(buf);
@@ -474,6 +489,8 @@ int cv_plan_build(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *
         goto done;
     }
     rc = assign_shards(p, r->max_shard_size);
+    if (rc == NVF_OK)
+        rc = cv_plan_whole_pieces(p);
 done:
     free(leader);
     free(next);
@@ -503,6 +520,7 @@ void cv_plan_free(cv_plan *p) {
     cJSON_Delete(p->nvfp4_modules);
     free(p->jobs);
     free(p->outs);
+    free(p->pieces);
     free(p->shards);
     free(p);
 }

@@ -101,7 +101,7 @@ int nvf_file_create_tmp(const char *tmp) {
         nvf_error_set(NVF_E_IO, "cannot remove the stale '%s': %s", tmp, strerror(errno));
         return -1;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         nvf_error_set(NVF_E_IO, "cannot create '%s': %s", tmp, strerror(errno));
     return fd;

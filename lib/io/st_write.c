@@ -1,8 +1,10 @@
 /*
  * safetensors streaming writer: the header built from the entries (spaces pad it so the data
- * area starts 8-byte aligned), then tensor bytes as they come, gathered into large writes, into
- * NAME.tmp, which is fsynced and renamed; on any failure the temporary is removed. The byte
- * layout is described in safetensors.c.
+ * area starts 8-byte aligned), then tensor bytes into NAME.tmp, which is fsynced and renamed; on
+ * any failure the temporary is removed. The bytes come either in declaration order (gathered
+ * into large writes) or as pieces of tensors at offsets, in any order (gathered the same way
+ * while each piece continues the previous one, a seek where not); a writer uses one or the
+ * other. The byte layout is described in safetensors.c.
  */
 #define _GNU_SOURCE /* sync_file_range (Linux): the writer starts writeback as it goes */
 #include "nvfp4/safetensors.h"
@@ -34,12 +36,16 @@ struct nvf_st_writer {
     int fd;
     int failed;      /* the status of the first failure; the tmp file is gone then */
     uint64_t *sizes; /* bytes of each tensor */
+    uint64_t *offs;  /* data offset of each tensor */
+    uint64_t *done;  /* bytes of each tensor written with nvf_st_writer_write_at */
     size_t n;
+    int positional;     /* nvf_st_writer_write_at was used */
+    int complete;       /* nvf_st_writer_complete succeeded: no more writes, reads allowed */
     uint64_t data_size; /* sum of sizes */
     uint64_t file_size; /* 8 + N + data_size */
     uint64_t written;   /* data bytes accepted so far */
-    uint64_t file_off;  /* bytes written to fd */
-    uint64_t kicked;    /* writeback started for [0, kicked) */
+    uint64_t file_off;  /* the descriptor's position: the end of what went to fd */
+    uint64_t kicked;    /* writeback started up to here in the current run of bytes */
     uint8_t *buf;       /* pending bytes, header included */
     size_t buf_len;
     uint8_t *header; /* the 8-byte length, JSON and padding, for callers that hash the file */
@@ -87,6 +93,43 @@ static int writer_flush(nvf_st_writer *w) {
     if (rc == NVF_OK)
         w->buf_len = 0;
     return rc;
+}
+
+/* Move the file position to `at` (a piece that does not continue the previous one): what is
+ * buffered goes first, and the run written so far gets its writeback started. */
+static int writer_seek(nvf_st_writer *w, uint64_t at) {
+    int rc = writer_flush(w);
+    if (rc != NVF_OK)
+        return rc;
+#ifdef SYNC_FILE_RANGE_WRITE
+    if (w->file_off > w->kicked)
+        (void)sync_file_range(w->fd, (off_t)w->kicked, (off_t)(w->file_off - w->kicked),
+                              SYNC_FILE_RANGE_WRITE);
+#endif
+    if (lseek(w->fd, (off_t)at, SEEK_SET) < 0)
+        return writer_fail(
+            w, nvf_error_set(NVF_E_IO, "cannot seek in '%s': %s", w->tmp, strerror(errno)));
+    w->file_off = w->kicked = at;
+    return NVF_OK;
+}
+
+/* Append bytes at the file position through the buffer (large chunks skip the copy). */
+static int writer_append(nvf_st_writer *w, const uint8_t *p, size_t len) {
+    while (len > 0) {
+        if (w->buf_len == 0 && len >= WRITER_BUFFER)
+            return writer_put(w, p, len);
+        size_t k = len < WRITER_BUFFER - w->buf_len ? len : WRITER_BUFFER - w->buf_len;
+        memcpy(w->buf + w->buf_len, p, k);
+        w->buf_len += k;
+        p += k;
+        len -= k;
+        if (w->buf_len == WRITER_BUFFER) {
+            int rc = writer_flush(w);
+            if (rc != NVF_OK)
+                return rc;
+        }
+    }
+    return NVF_OK;
 }
 
 static int entry_bytes(uint64_t *out, const nvf_st_entry *e) {
@@ -195,9 +238,11 @@ int nvf_st_writer_open(nvf_st_writer **out, const char *path, const nvf_st_entry
     w->path = strdup(path);
     w->tmp = malloc(plen + 5);
     w->sizes = calloc(n ? n : 1, sizeof *w->sizes);
+    w->offs = calloc(n ? n : 1, sizeof *w->offs);
+    w->done = calloc(n ? n : 1, sizeof *w->done);
     names = calloc((n > n_meta ? n : n_meta) + 1, sizeof *names);
     w->buf = malloc(WRITER_BUFFER);
-    if (!w->path || !w->tmp || !w->sizes || !names || !w->buf) {
+    if (!w->path || !w->tmp || !w->sizes || !w->offs || !w->done || !names || !w->buf) {
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for a safetensors writer");
         goto done;
     }
@@ -212,6 +257,7 @@ int nvf_st_writer_open(nvf_st_writer **out, const char *path, const nvf_st_entry
                                path);
             goto done;
         }
+        w->offs[i] = w->data_size;
         w->data_size += w->sizes[i];
         names[i] = entries[i].name;
     }
@@ -272,31 +318,103 @@ done:
     return rc;
 }
 
+int nvf_st_writer_write_at(nvf_st_writer *w, size_t tensor, uint64_t off, const void *data,
+                           size_t len) {
+    if (w->failed)
+        return nvf_error_set(w->failed, "cannot write '%s': an earlier write failed", w->tmp);
+    if (w->written > 0 || w->complete)
+        return writer_fail(
+            w, nvf_error_set(NVF_E_INVALID, "safetensors writer: a write_at to '%s' after %s",
+                             w->path, w->complete ? "completion" : "an in-order write"));
+    if (tensor >= w->n || off > w->sizes[tensor] || len > w->sizes[tensor] - off ||
+        len > w->sizes[tensor] - w->done[tensor])
+        return writer_fail(
+            w, nvf_error_set(NVF_E_INVALID,
+                             "safetensors writer: bytes [%" PRIu64 ", %" PRIu64 ") of tensor %zu "
+                             "of '%s' are outside it or written twice (%" PRIu64 " of %" PRIu64
+                             " bytes written)",
+                             off, off + len, tensor, w->path, tensor < w->n ? w->done[tensor] : 0,
+                             tensor < w->n ? w->sizes[tensor] : 0));
+    /* Pieces that continue one another (the usual case) are gathered like in-order writes;
+     * write() at the descriptor's position, not pwrite, so both modes go through one call. */
+    w->positional = 1;
+    uint64_t at = w->header_len + w->offs[tensor] + off;
+    if (at != w->file_off + w->buf_len) {
+        int rc = writer_seek(w, at);
+        if (rc != NVF_OK)
+            return rc;
+    }
+    w->done[tensor] += len;
+    return writer_append(w, data, len);
+}
+
+int nvf_st_writer_complete(nvf_st_writer *w) {
+    if (w->failed)
+        return nvf_error_set(w->failed, "cannot finish '%s': an earlier write failed", w->path);
+    if (w->complete)
+        return NVF_OK;
+    for (size_t i = 0; w->positional && i < w->n; i++)
+        if (w->done[i] != w->sizes[i])
+            return writer_fail(w, nvf_error_set(NVF_E_INVALID,
+                                                "safetensors writer: only %" PRIu64
+                                                " of the %" PRIu64 " bytes of tensor %zu of '%s' "
+                                                "were written",
+                                                w->done[i], w->sizes[i], i, w->path));
+    if (!w->positional && w->written != w->data_size)
+        return writer_fail(w, nvf_error_set(NVF_E_INVALID,
+                                            "safetensors writer: only %" PRIu64 " of the %" PRIu64
+                                            " data bytes of '%s' were written",
+                                            w->written, w->data_size, w->path));
+    int rc = writer_flush(w);
+    if (rc == NVF_OK)
+        w->complete = 1;
+    return rc;
+}
+
+int nvf_st_writer_flush(nvf_st_writer *w) {
+    if (w->failed)
+        return nvf_error_set(w->failed, "cannot write '%s': an earlier write failed", w->tmp);
+    return writer_flush(w);
+}
+
+int nvf_st_writer_read_at(const nvf_st_writer *w, uint64_t off, void *buf, size_t len) {
+    if (off > w->file_size || len > w->file_size - off)
+        return nvf_error_set(NVF_E_INVALID,
+                             "safetensors writer: cannot read bytes [%" PRIu64 ", %" PRIu64
+                             ") of '%s' (%" PRIu64 " bytes)",
+                             off, off + len, w->tmp, w->file_size);
+    uint8_t *p = buf;
+    for (size_t k = 0; k < len;) {
+        ssize_t r = pread(w->fd, p + k, len - k, (off_t)(off + k));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return nvf_error_set(NVF_E_IO, "cannot read back '%s': %s", w->tmp,
+                                 r < 0 ? strerror(errno) : "unexpected end of file");
+        k += (size_t)r;
+    }
+    return NVF_OK;
+}
+
+uint64_t nvf_st_writer_tensor_offset(const nvf_st_writer *w, size_t tensor) {
+    return w->header_len + w->offs[tensor];
+}
+
 int nvf_st_writer_write(nvf_st_writer *w, const void *data, size_t len) {
     if (w->failed)
         return nvf_error_set(w->failed, "cannot write '%s': an earlier write failed", w->tmp);
+    if (w->positional || w->complete)
+        return writer_fail(w, nvf_error_set(NVF_E_INVALID,
+                                            "safetensors writer: an in-order write to '%s' after "
+                                            "%s",
+                                            w->path, w->complete ? "completion" : "a write_at"));
     if (len > w->data_size - w->written)
         return writer_fail(w, nvf_error_set(NVF_E_INVALID,
                                             "safetensors writer: %zu more bytes for '%s' exceed "
                                             "the declared %" PRIu64 " (%" PRIu64 " written)",
                                             len, w->path, w->data_size, w->written));
-    const uint8_t *p = data;
     w->written += len;
-    while (len > 0) {
-        if (w->buf_len == 0 && len >= WRITER_BUFFER)
-            return writer_put(w, p, len); /* large chunks skip the copy */
-        size_t k = len < WRITER_BUFFER - w->buf_len ? len : WRITER_BUFFER - w->buf_len;
-        memcpy(w->buf + w->buf_len, p, k);
-        w->buf_len += k;
-        p += k;
-        len -= k;
-        if (w->buf_len == WRITER_BUFFER) {
-            int rc = writer_flush(w);
-            if (rc != NVF_OK)
-                return rc;
-        }
-    }
-    return NVF_OK;
+    return writer_append(w, data, len);
 }
 
 uint64_t nvf_st_writer_data_size(const nvf_st_writer *w) {
@@ -312,24 +430,15 @@ static void writer_free(nvf_st_writer *w) {
     free(w->path);
     free(w->tmp);
     free(w->sizes);
+    free(w->offs);
+    free(w->done);
     free(w->buf);
     free(w);
 }
 
 int nvf_st_writer_finish(nvf_st_writer *w) {
-    int rc = NVF_OK;
-    if (w->failed) {
-        rc = nvf_error_set(w->failed, "cannot finish '%s': an earlier write failed", w->path);
-        goto done;
-    }
-    if (w->written != w->data_size) {
-        rc = writer_fail(w, nvf_error_set(NVF_E_INVALID,
-                                          "safetensors writer: only %" PRIu64 " of the %" PRIu64
-                                          " data bytes of '%s' were written",
-                                          w->written, w->data_size, w->path));
-        goto done;
-    }
-    if ((rc = writer_flush(w)) != NVF_OK)
+    int rc = w->complete ? NVF_OK : nvf_st_writer_complete(w);
+    if (rc != NVF_OK)
         goto done;
     if (fsync(w->fd) != 0) {
         rc = writer_fail(w,

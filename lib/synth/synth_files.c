@@ -195,7 +195,8 @@ static cJSON *special_tokens_map(int ds, const char *const *sp, const char *eos)
     return nvf_jb_done(&b, st);
 }
 
-int synth_write_side_files(nvf_synth_summary *sum, const nvf_synth_plan *p, const char *dst) {
+int synth_write_side_files(nvf_synth_summary *sum, const nvf_synth_plan *p, const char *dst,
+                           nvf_synth_dtype shown) {
     int ds = p->opt.preset == NVF_SYNTH_PRESET_DEEPSEEK_V3;
     const char *const *sp = ds ? k_deepseek_specials : k_qwen3_specials;
     size_t nsp = ds ? 2 : 3;
@@ -213,6 +214,7 @@ int synth_write_side_files(nvf_synth_summary *sum, const nvf_synth_plan *p, cons
         return rc;
 
     const nvf_synth_options *o = &p->opt;
+    int nvfp4 = shown != o->dtype;
     char readme[2048];
     snprintf(readme, sizeof readme,
              "# Synthetic %s checkpoint (%s)\n\n"
@@ -222,13 +224,16 @@ int synth_write_side_files(nvf_synth_summary *sum, const nvf_synth_plan *p, cons
              "    nvfp4tool synth DST --preset %s --dtype %s%s --seed %llu --layers %lld \\\n"
              "        --experts %lld --hidden %lld --intermediate %lld --moe-intermediate %lld \\\n"
              "        --max-shard-size %llu%s\n\n"
-             "%u shards, %zu tensors, %llu bytes of tensor data.\n",
-             nvf_synth_preset_name(o->preset), nvf_synth_dtype_name(o->dtype), nvf_version(),
-             nvf_synth_preset_name(o->preset), nvf_synth_dtype_name(o->dtype),
+             "%s%u shards, %zu tensors, %llu bytes of tensor data.\n",
+             nvf_synth_preset_name(o->preset), nvf_synth_dtype_name(shown), nvf_version(),
+             nvf_synth_preset_name(o->preset), nvf_synth_dtype_name(shown),
              o->scale_fmt == NVF_SYNTH_SCALE_UE8M0 ? " --scale-fmt ue8m0" : "",
              (unsigned long long)o->seed, (long long)o->layers, (long long)o->experts,
              (long long)o->hidden, (long long)o->intermediate, (long long)o->moe_intermediate,
              (unsigned long long)p->max_shard_size, o->fused_experts ? " --fused-experts" : "",
+             nvfp4 ? "The NVFP4 tensors are `nvfp4tool convert` (default recipe) of the bf16\n"
+                     "checkpoint of the same options, which had "
+                   : "",
              p->n_shards, p->n_tensors, (unsigned long long)p->total_size);
     return synth_write_text(sum, dst, "README.md", readme);
 }

@@ -70,7 +70,24 @@ int synth_write_text(nvf_synth_summary *sum, const char *dst, const char *name, 
 /**
  * Write the side files of the plan's checkpoint into dst: generation_config.json, the
  * tokenizer stub (tokenizer.json, tokenizer_config.json, special_tokens_map.json), README.md.
+ * The README names `shown` as the dtype (an NVFP4 dtype for the bf16 source it is made from).
  */
-int synth_write_side_files(nvf_synth_summary *sum, const nvf_synth_plan *p, const char *dst);
+int synth_write_side_files(nvf_synth_summary *sum, const nvf_synth_plan *p, const char *dst,
+                           nvf_synth_dtype shown);
+
+/* The writers (synth_write.c, synth_nvfp4.c, synth_ct.c) -------------------------------------- */
+
+/** nvf_synth_write() of a bf16 or fp8-block checkpoint whose README names dtype `shown`. */
+int synth_write_plain(nvf_synth_summary *out, const char *dst, const nvf_synth_options *opt,
+                      nvf_synth_dtype shown);
+
+/** nvf_synth_write() of an NVFP4 dtype: the bf16 checkpoint converted (nvfp4/synth.h). */
+int synth_write_nvfp4(nvf_synth_summary *out, const char *dst, const nvf_synth_options *opt);
+
+/**
+ * Rewrite the ModelOpt NVFP4 checkpoint `dst` (as the conversion wrote it) in
+ * compressed-tensors form (nvfp4/synth.h "nvfp4-ct"). @return 0 or a negative nvf_status.
+ */
+int synth_rewrite_ct(const char *dst);
 
 #endif

@@ -13,7 +13,8 @@
 #include <string.h>
 
 static const char *const k_preset_names[NVF_SYNTH_PRESET_COUNT] = {"qwen3-moe", "deepseek-v3"};
-static const char *const k_dtype_names[NVF_SYNTH_DTYPE_COUNT] = {"bf16", "fp8-block", "nvfp4"};
+static const char *const k_dtype_names[NVF_SYNTH_DTYPE_COUNT] = {"bf16", "fp8-block", "nvfp4",
+                                                                 "nvfp4-ct"};
 
 /* Hugging Face's default shard limit, the cap of the automatic --max-shard-size. */
 #define SYNTH_SHARD_CAP 5000000000ull
@@ -56,8 +57,8 @@ int nvf_synth_dtype_from_name(nvf_synth_dtype *out, const char *name) {
             return NVF_OK;
         }
     }
-    return nvf_error_set(NVF_E_INVALID, "unknown dtype '%s'; choices: bf16, fp8-block, nvfp4",
-                         name);
+    return nvf_error_set(NVF_E_INVALID,
+                         "unknown dtype '%s'; choices: bf16, fp8-block, nvfp4, nvfp4-ct", name);
 }
 
 /* Options ------------------------------------------------------------------------------------ */
@@ -80,10 +81,6 @@ static int resolve(nvf_synth_plan *p, const nvf_synth_options *opt) {
                              nvf_synth_preset_list());
     if ((unsigned)o->dtype >= NVF_SYNTH_DTYPE_COUNT)
         return nvf_error_set(NVF_E_INVALID, "unknown dtype %d", (int)o->dtype);
-    if (o->dtype == NVF_SYNTH_DTYPE_NVFP4)
-        return nvf_error_set(NVF_E_NOTIMPL,
-                             "synth --dtype nvfp4 is not implemented yet; to get an NVFP4 "
-                             "checkpoint, synth --dtype bf16 or fp8-block and convert it");
     if (o->scale_fmt == NVF_SYNTH_SCALE_UE8M0 && o->dtype != NVF_SYNTH_DTYPE_FP8_BLOCK)
         return nvf_error_set(NVF_E_INVALID, "--scale-fmt ue8m0 needs --dtype fp8-block");
     int ds = o->preset == NVF_SYNTH_PRESET_DEEPSEEK_V3;

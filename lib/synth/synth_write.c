@@ -329,6 +329,13 @@ done:
 /* The whole checkpoint ----------------------------------------------------------------------- */
 
 int nvf_synth_write(nvf_synth_summary *out, const char *dst, const nvf_synth_options *opt) {
+    if (opt->dtype == NVF_SYNTH_DTYPE_NVFP4 || opt->dtype == NVF_SYNTH_DTYPE_NVFP4_CT)
+        return synth_write_nvfp4(out, dst, opt);
+    return synth_write_plain(out, dst, opt, opt->dtype);
+}
+
+int synth_write_plain(nvf_synth_summary *out, const char *dst, const nvf_synth_options *opt,
+                      nvf_synth_dtype shown) {
     nvf_synth_plan *p = NULL;
     nvf_synth_summary sum = {0};
     stream s = {0};
@@ -377,7 +384,7 @@ int nvf_synth_write(nvf_synth_summary *out, const char *dst, const nvf_synth_opt
         }
         first += n;
     }
-    if ((rc = synth_write_side_files(&sum, p, dst)) != NVF_OK)
+    if ((rc = synth_write_side_files(&sum, p, dst, shown)) != NVF_OK)
         goto done;
     if ((rc = nvf_st_index_write(index_path, p->total_size, names, files, p->n_tensors)) != NVF_OK)
         goto done;

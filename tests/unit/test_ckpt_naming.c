@@ -117,6 +117,31 @@ static void test_companions(void) {
     check_companion("a.attn.k_scale", 0, NVF_COMPANION_OTHER, "");
     check_companion("a.q_proj.weight", 0, NVF_COMPANION_NONE, "");
     check_companion("a.norm.scale", 0, NVF_COMPANION_NONE, "");
+    /* ModelOpt's fused expert scales: F_weight_scale, F_weight_scale_2, F_input_scale of F */
+    check_companion("m.experts.gate_up_proj_weight_scale", 0, NVF_COMPANION_SCALE,
+                    "m.experts.gate_up_proj");
+    check_companion("m.experts.gate_up_proj_weight_scale", 1, NVF_COMPANION_SCALE, "");
+    check_companion("m.experts.gate_up_proj_weight_scale_2", 0, NVF_COMPANION_SCALE_2,
+                    "m.experts.gate_up_proj");
+    check_companion("m.experts.down_proj_input_scale", 0, NVF_COMPANION_INPUT,
+                    "m.experts.down_proj");
+    check_companion("m.experts.down_proj_weight_scale_2", 0, NVF_COMPANION_SCALE_2,
+                    "m.experts.down_proj");
+    /* only fused expert tensors: a suffix elsewhere is no scale */
+    check_companion("m.mlp.gate_up_proj_weight_scale", 0, NVF_COMPANION_NONE, "");
+    check_companion("m.experts.up_proj_weight_scale", 0, NVF_COMPANION_NONE, "");
+    /* F.weight_scale of a fused F named without ".weight": F.weight, F.weight_packed, then F */
+    check_companion("m.experts.gate_up_proj.weight_scale", 0, NVF_COMPANION_SCALE,
+                    "m.experts.gate_up_proj.weight");
+    check_companion("m.experts.gate_up_proj.weight_scale", 2, NVF_COMPANION_SCALE,
+                    "m.experts.gate_up_proj");
+    check_companion("m.experts.gate_up_proj.weight_scale", 3, NVF_COMPANION_SCALE, "");
+    check_companion("m.experts.down_proj.weight_scale_2", 1, NVF_COMPANION_SCALE_2,
+                    "m.experts.down_proj");
+    check_companion("m.experts.down_proj.input_scale", 1, NVF_COMPANION_INPUT,
+                    "m.experts.down_proj");
+    check_companion("a.q_proj.weight_scale_2", 1, NVF_COMPANION_SCALE_2, "");
+    check_companion("m.experts.down_proj.weight_zero_point", 1, NVF_COMPANION_OTHER, "");
     CHECK(nvf_ckpt_is_scale_inv("a.weight_scale_inv") && !nvf_ckpt_is_scale_inv("a.weight_scale"));
     char out[32];
     CHECK(nvf_ckpt_fp8_scale_name(out, sizeof out, "x.w1.weight") == 0);
@@ -133,6 +158,8 @@ static void test_roles(void) {
         {"model.layers.0.mlp.experts.0.gate_proj.weight", NVF_ROLE_EXPERT_WEIGHT, 1},
         {"model.layers.0.mlp.experts.gate_up_proj", NVF_ROLE_EXPERT_WEIGHT, 1},
         {"model.layers.0.mlp.experts.down_proj_scale_inv", NVF_ROLE_SCALE, 0},
+        {"model.layers.0.mlp.experts.gate_up_proj_weight_scale", NVF_ROLE_SCALE, 0},
+        {"model.layers.0.mlp.experts.down_proj_weight_scale_2", NVF_ROLE_SCALE, 0},
         {"model.layers.0.mlp.gate.weight", NVF_ROLE_ROUTER, 1},
         {"model.layers.0.mlp.gate.e_score_correction_bias", NVF_ROLE_ROUTER_BIAS, 0},
         {"model.layers.0.mlp.shared_experts.up_proj.weight", NVF_ROLE_SHARED_EXPERT, 1},
@@ -152,8 +179,27 @@ static void test_roles(void) {
     }
 }
 
+static void test_ct_name(void) {
+    char out[64];
+    CHECK(nvf_ckpt_ct_name(out, sizeof out, "a.up_proj.weight") == 1);
+    CHECK_EQ_STR(out, "a.up_proj.weight_packed");
+    CHECK(nvf_ckpt_ct_name(out, sizeof out, "a.up_proj.weight_scale_2") == 1);
+    CHECK_EQ_STR(out, "a.up_proj.weight_global_scale");
+    CHECK(nvf_ckpt_ct_name(out, sizeof out, "a.up_proj.input_scale") == 1);
+    CHECK_EQ_STR(out, "a.up_proj.input_global_scale");
+    CHECK(nvf_ckpt_ct_name(out, sizeof out, "a.up_proj.weight_scale") == 0);
+    CHECK_EQ_STR(out, "a.up_proj.weight_scale");
+    CHECK(nvf_ckpt_ct_name(out, 20, "a.up_proj.weight") == NVF_E_INVALID);
+    CHECK(nvf_ckpt_ct_name(out, 5, "a.norm") == NVF_E_INVALID);
+    /* a fused scale parses as no expert weight (no "unknown 3-D tensor") */
+    nvf_ckpt_name n;
+    nvf_ckpt_name_parse(&n, "model.layers.0.mlp.experts.gate_up_proj_weight_scale", 3);
+    CHECK(n.kind == NVF_NAME_OTHER);
+}
+
 int main(void) {
     test_group_key();
+    test_ct_name();
     test_name_parse();
     test_fused_module();
     test_companions();

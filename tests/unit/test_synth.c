@@ -67,6 +67,7 @@ static void test_names(void) {
     CHECK(nvf_synth_dtype_from_name(&d, "fp8") == NVF_E_INVALID);
     CHECK_EQ_STR(nvf_synth_preset_name(NVF_SYNTH_PRESET_QWEN3_MOE), "qwen3-moe");
     CHECK_EQ_STR(nvf_synth_dtype_name(NVF_SYNTH_DTYPE_NVFP4), "nvfp4");
+    CHECK(nvf_synth_dtype_from_name(&d, "nvfp4-ct") == 0 && d == NVF_SYNTH_DTYPE_NVFP4_CT);
 }
 
 static void test_options(void) {
@@ -74,7 +75,14 @@ static void test_options(void) {
     nvf_synth_plan *p = NULL;
     nvf_synth_options_init(&o);
     o.dtype = NVF_SYNTH_DTYPE_NVFP4;
-    CHECK(nvf_synth_plan_build(&p, &o) == NVF_E_NOTIMPL && p == NULL);
+    /* the plan of the bf16 checkpoint that is converted: BF16 expert weights */
+    CHECK(nvf_synth_plan_build(&p, &o) == 0 && p != NULL);
+    for (size_t i = 0; p && i < p->n_tensors; i++) {
+        if (strstr(p->tensors[i].name, ".mlp.experts.0.gate_proj.weight"))
+            CHECK(p->tensors[i].dtype == NVF_DTYPE_BF16);
+    }
+    nvf_synth_plan_free(p);
+    p = NULL;
     nvf_synth_options_init(&o);
     o.hidden = 100;
     CHECK(nvf_synth_plan_build(&p, &o) == NVF_E_INVALID);

@@ -5,14 +5,16 @@
  * exists for every operation, and the CUDA backend produces the same bytes (tests/gpu compares
  * them). A backend that lacks an operation answers NVF_E_UNSUPPORTED for it.
  *
- * Operations (later issues add `layout` and `moe_gemm`):
+ * Operations (a later issue adds `moe_gemm`):
  *   1. amax: maximum magnitude of a source (after FP8-block dequantization);
  *   2. quantize: NVFP4 codes and block scales of a source with a given group scale
  *      (nvf_quant_group_scale: FlashInfer's global scale, or ModelOpt's sf2);
  *   3. quantize_group: amax over every member, the group scale from it, then each member
  *      quantized with it (an expert's gate+up, q/k/v): on a GPU each member is uploaded once;
  *   4. dequant_bf16: an FP8 (block- or tensor-scaled) or plain source written as BF16:
- *      bf16(RN(f32(value) * scale)).
+ *      bf16(RN(f32(value) * scale));
+ *   5. layout: block scales of n matrices re-laid from one layout to another (nvfp4/layout.h:
+ *      linear, 128x4, 8x4), padding written 0.
  * Plus what `bench quant` needs: a timed quantization on the backend's own data, and the
  * launch configurations of a GPU backend.
  *
@@ -29,6 +31,7 @@
 #define NVFP4_BACKEND_H
 
 #include "nvfp4/device.h"
+#include "nvfp4/layout.h"
 #include "nvfp4/quant.h"
 
 #include <signal.h>
@@ -92,6 +95,19 @@ int nvf_backend_quantize_group(nvf_backend *b, float *out_gs, uint8_t *const *pa
 int nvf_backend_dequant_bf16(nvf_backend *b, uint8_t *out, const nvf_quant_source *s,
                              int check_finite, const char *name);
 
+/**
+ * Re-lay the block scales of `n` matrices of `rows` x `kcols` scales each (host memory): matrix
+ * i is read from src + i * nvf_layout_bytes(from, rows, kcols) in layout `from` and written to
+ * dst + i * nvf_layout_bytes(to, rows, kcols) in layout `to`. Every destination byte is
+ * written: the scale at its (m, k) (nvf_layout_coord), or 0 in the padding; padding bytes of
+ * the source are never read. `from` == `to` copies with the padding zeroed. `src` and `dst`
+ * must not overlap. rows, kcols or n of 0 write nothing.
+ * @return 0; NVF_E_INVALID (a layout value outside nvf_layout, a negative size, sizes whose
+ * bytes overflow); NVF_E_NOMEM, NVF_E_CUDA; NVF_E_UNSUPPORTED (a backend without it).
+ */
+int nvf_backend_layout(nvf_backend *b, uint8_t *dst, nvf_layout to, const uint8_t *src,
+                       nvf_layout from, int64_t rows, int64_t kcols, size_t n);
+
 /** What nvf_backend_bench_quant() times. */
 typedef enum nvf_backend_bench_pass {
     NVF_BACKEND_BENCH_QUANTIZE = 0,      /* the quantizing pass, global scale given */
@@ -118,7 +134,7 @@ int nvf_backend_config_count(const nvf_backend *b);
 /**
  * For tests and benchmarks: make the backend's later calls use launch configuration `config`
  * (0 .. count-1; -1 restores the defaults) and stage `chunk_bytes` of input per chunk (0: the
- * default, 64 MiB).
+ * default, 64 MiB; the layout operation stages whole matrices, at least one per chunk).
  * @return 0; NVF_E_INVALID (config out of range); NVF_E_UNSUPPORTED (a backend without launch
  * configurations).
  */

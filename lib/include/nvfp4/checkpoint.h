@@ -155,6 +155,15 @@ int nvf_ckpt_fp8_scale_name(char *out, size_t cap, const char *weight);
 int nvf_ckpt_is_scale_inv(const char *name);
 
 /**
+ * The compressed-tensors name of a ModelOpt NVFP4 linear's tensor (SPEC section 3): M.weight ->
+ * M.weight_packed, M.weight_scale_2 -> M.weight_global_scale, M.input_scale ->
+ * M.input_global_scale; any other name (M.weight_scale included) is copied. Into `out`
+ * (capacity `cap`).
+ * @return 1 when renamed, 0 when copied, NVF_E_INVALID when it does not fit.
+ */
+int nvf_ckpt_ct_name(char *out, size_t cap, const char *modelopt_name);
+
+/**
  * Global-scale group of a tensor name: an expert's (or MLP's) gate and up projections, and an
  * attention's q, k and v projections, share one amax and global scale (SPEC section 5; loaders
  * keep only one weight_scale_2 of the fused weight). Recognized: PREFIX.gate_proj.SUFFIX with
@@ -216,9 +225,10 @@ typedef enum nvf_router_kind {
     NVF_ROUTER_SOFTMAX_TOPK, /* softmax, top-k, renormalize if norm_topk_prob */
     NVF_ROUTER_SIGMOID_TOPK, /* sigmoid scores, top-k, no groups */
     NVF_ROUTER_DEEPSEEK_V3,  /* sigmoid + correction bias + group-limited top-k */
+    NVF_ROUTER_TOPK_SOFTMAX, /* top-k of the logits, softmax over those k (GPT-OSS) */
 } nvf_router_kind;
 
-/** "none", "softmax_topk", "sigmoid_topk", "deepseek_v3". Never NULL. */
+/** "none", "softmax_topk", "sigmoid_topk", "deepseek_v3", "topk_softmax". Never NULL. */
 const char *nvf_router_kind_name(nvf_router_kind kind);
 
 typedef enum nvf_layer_kind {
@@ -276,8 +286,12 @@ typedef struct nvf_moe_config {
     int64_t n_group, topk_group, first_k_dense_replace;
     int64_t hidden_size, moe_intermediate_size, intermediate_size;
     int64_t n_shared_experts;
-    char hidden_act[32]; /* "" when not given */
+    int64_t shared_expert_intermediate_size; /* Qwen2-MoE */
+    double swiglu_limit;                     /* GPT-OSS; < 0 when not given */
+    char hidden_act[32];                     /* "" when not given */
     char scoring_func[32];
+    char topk_method[32]; /* "noaux_tc" (DeepSeek-V3) */
+    char model_type[32];  /* "qwen3_moe", "deepseek_v3", "kimi_k2", "glm4_moe", "gpt_oss", ... */
 } nvf_moe_config;
 
 typedef struct nvf_moe {

@@ -19,7 +19,8 @@ extern "C" {
 int nvf_file_read_all(char **out, size_t *out_len, const char *path, size_t max_len);
 
 /**
- * Create the temporary file `tmp` (NAME.tmp beside an output) for writing: a stale file of that
+ * Create the temporary file `tmp` (NAME.tmp beside an output) for writing (opened read-write, so
+ * that a writer may read its bytes back before renaming it): a stale file of that
  * name is removed first (a symbolic link itself, never what it points to), then the file is
  * created with O_EXCL | O_NOFOLLOW, so nothing planted at that name is ever written through.
  * @return the descriptor, or -1 with NVF_E_IO set naming the file.

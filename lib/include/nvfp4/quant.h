@@ -169,6 +169,33 @@ int nvf_quant_rows_ref(uint8_t *packed, uint8_t *scales, const float *x, int64_t
 void nvf_quant_dequant_row_ref(float *out, const uint8_t *packed, const uint8_t *scales,
                                int64_t cols, float scale_2);
 
+/**
+ * A global (encode) scale gs whose decode scale RN(1 / gs) is `decode` bit for bit: RN(1 /
+ * decode) when that rounds back, else the nearest float to it that does (looked for a few ulps
+ * either side, nearest first, below before above).
+ * @return 0 and *out; NVF_E_INVALID when `decode` is not finite and positive; NVF_E_UNSUPPORTED
+ * when no binary32 has that reciprocal (the rounded reciprocal skips some values near powers of
+ * two: a decode scale not written as RN(1 / gs), e.g. by ModelOpt's own arithmetic).
+ */
+int nvf_quant_global_scale_for_decode(float *out, float decode);
+
+/**
+ * Bring stored NVFP4 rows onto another decode scale (SPEC section 5 "Serialized NVFP4 in":
+ * an expert's gate and up share one weight_scale_2): dequantize `packed` / `scales` ([rows,
+ * cols/2] and [rows, cols/16], linear) with decode scale `decode` exactly as
+ * nvf_quant_dequant_row_ref does, then quantize those values with recipe `p` and the global
+ * scale nvf_quant_global_scale_for_decode(decode_shared) into `packed_out` / `scales_out`
+ * (same shapes; they must not overlap the inputs). The result decodes with `decode_shared`,
+ * and its bytes are those nvf_quant_rows_ref writes for the dequantized values with that gs.
+ * Where no gs has RN(1 / gs) == decode_shared, gs = RN(1 / decode_shared) and the block
+ * arithmetic uses decode_shared in place of RN(1 / gs) (lib/quant/quant_requant.c).
+ * @return 0; NVF_E_SHAPE when cols is not a multiple of 16; NVF_E_INVALID for a decode scale
+ * that is not finite and positive; NVF_E_NOMEM.
+ */
+int nvf_quant_requant_ref(uint8_t *packed_out, uint8_t *scales_out, const uint8_t *packed,
+                          const uint8_t *scales, int64_t rows, int64_t cols, float decode,
+                          float decode_shared, const nvf_quant_params *p);
+
 #ifdef __cplusplus
 }
 #endif

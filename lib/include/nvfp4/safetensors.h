@@ -89,7 +89,9 @@ typedef struct nvf_st_writer nvf_st_writer;
  * Start writing `path`: the header (all `n` tensors, data in the order given, plus
  * __metadata__ {"format": "pt"} and the `n_meta` extra key/value pairs) is written at once to
  * "PATH.tmp", padded with spaces so that the data area starts 8-byte aligned. Data is then
- * appended with nvf_st_writer_write(), in declaration order, in chunks of any size.
+ * appended with nvf_st_writer_write(), in declaration order, in chunks of any size, or written
+ * with nvf_st_writer_write_at() as pieces of tensors in any order (a writer uses one or the
+ * other).
  * Names must be unique (NVF_E_INVALID otherwise). The caller frees the writer with
  * nvf_st_writer_finish() or nvf_st_writer_abort().
  */
@@ -98,6 +100,37 @@ int nvf_st_writer_open(nvf_st_writer **out, const char *path, const nvf_st_entry
 
 /** Append `len` bytes of tensor data. Writing past the declared total is NVF_E_INVALID. */
 int nvf_st_writer_write(nvf_st_writer *w, const void *data, size_t len);
+
+/**
+ * Write bytes [off, off + len) of tensor `tensor` (declaration index), in any order.
+ * Every byte of every tensor must be written exactly once: a piece outside the tensor, or one
+ * that would bring its count of written bytes past its size, is NVF_E_INVALID (the writer then
+ * fails). One thread at a time. @return 0, NVF_E_INVALID, NVF_E_IO.
+ */
+int nvf_st_writer_write_at(nvf_st_writer *w, size_t tensor, uint64_t off, const void *data,
+                           size_t len);
+
+/**
+ * Check that every declared byte was written (per tensor for nvf_st_writer_write_at) and write
+ * out what is buffered; after it the writer takes no more data. Idempotent. @return 0,
+ * NVF_E_INVALID naming the first tensor not fully written (the writer then fails), NVF_E_IO.
+ */
+int nvf_st_writer_complete(nvf_st_writer *w);
+
+/** Write out the bytes gathered so far (they become visible to nvf_st_writer_read_at()).
+ * @return 0 or NVF_E_IO. */
+int nvf_st_writer_flush(nvf_st_writer *w);
+
+/**
+ * Read bytes [off, off + len) of the file (header included) back from PATH.tmp: bytes already
+ * written out (nvf_st_writer_flush, nvf_st_writer_complete). Safe from other threads while one
+ * thread writes other bytes (pread); the caller orders it after the writes it reads.
+ * @return 0, NVF_E_INVALID (outside the file), NVF_E_IO.
+ */
+int nvf_st_writer_read_at(const nvf_st_writer *w, uint64_t off, void *buf, size_t len);
+
+/** The file offset of tensor `tensor`'s first byte (header length + its data offset). */
+uint64_t nvf_st_writer_tensor_offset(const nvf_st_writer *w, size_t tensor);
 
 /**
  * The header bytes written at open (8-byte length, JSON, padding), so that a caller can hash
@@ -113,8 +146,9 @@ uint64_t nvf_st_writer_data_size(const nvf_st_writer *w);
 uint64_t nvf_st_writer_file_size(const nvf_st_writer *w);
 
 /**
- * Check every declared byte was written, fsync, rename PATH.tmp to PATH, fsync the directory,
- * free the writer. On failure the temporary file is removed and PATH is left untouched.
+ * Check every declared byte was written (nvf_st_writer_complete), fsync, rename PATH.tmp to
+ * PATH, fsync the directory, free the writer. On failure the temporary file is removed and PATH is
+ * left untouched.
  */
 int nvf_st_writer_finish(nvf_st_writer *w);
 

@@ -23,6 +23,17 @@
  * e4m3_sat(w / scale_inv). So an FP8 checkpoint is the block quantization of the BF16
  * checkpoint of the same seed.
  *
+ * NVFP4 ("nvfp4"). The bf16 checkpoint of the same options is written into the sibling
+ * directory DST.synth-bf16.tmp and converted into DST by nvf_convert_run() with the default
+ * recipe on the CPU, so DST is exactly what `convert --target modelopt` writes (shards, index,
+ * config.json with its quantization_config, hf_quant_config.json, nvfp4-manifest.json, the side
+ * files copied); the temporary directory is removed. "nvfp4-ct" then rewrites DST as
+ * compressed-tensors "nvfp4-pack-quantized" (SPEC section 3): M.weight -> M.weight_packed (the
+ * same bytes), M.weight_scale unchanged, M.weight_scale_2 -> M.weight_global_scale F32 [1]
+ * holding the gs with RN(1 / gs) == weight_scale_2 bit for bit (nvf_quant_global_scale_for_decode),
+ * M.input_scale -> M.input_global_scale likewise; config.json's quantization_config becomes
+ * compressed-tensors'; hf_quant_config.json and the manifest (which no longer match) are removed.
+ *
  * Output order: shards first, then generation_config.json, the tokenizer files and README.md,
  * then model.safetensors.index.json, and config.json last. Every file is written as NAME.tmp
  * and renamed, so a directory without config.json (or holding *.tmp files) is an interrupted
@@ -50,7 +61,8 @@ typedef enum nvf_synth_preset {
 typedef enum nvf_synth_dtype {
     NVF_SYNTH_DTYPE_BF16 = 0,      /* "bf16" */
     NVF_SYNTH_DTYPE_FP8_BLOCK = 1, /* "fp8-block": F8_E4M3 + F32 weight_scale_inv per 128x128 */
-    NVF_SYNTH_DTYPE_NVFP4 = 2,     /* "nvfp4": not implemented yet */
+    NVF_SYNTH_DTYPE_NVFP4 = 2,     /* "nvfp4": ModelOpt NVFP4, the bf16 checkpoint converted */
+    NVF_SYNTH_DTYPE_NVFP4_CT = 3,  /* "nvfp4-ct": the same values as compressed-tensors */
     NVF_SYNTH_DTYPE_COUNT
 } nvf_synth_dtype;
 
@@ -86,7 +98,7 @@ void nvf_synth_options_init(nvf_synth_options *o);
 /** The preset's name ("qwen3-moe", ...); "?" when out of range. Never NULL. */
 const char *nvf_synth_preset_name(nvf_synth_preset preset);
 
-/** The dtype's option name ("bf16", "fp8-block", "nvfp4"); "?" when out of range. */
+/** The dtype's option name ("bf16", "fp8-block", "nvfp4", "nvfp4-ct"); "?" when out of range. */
 const char *nvf_synth_dtype_name(nvf_synth_dtype dtype);
 
 /** The presets' names, comma-separated ("qwen3-moe, deepseek-v3"). Static. */
@@ -99,7 +111,7 @@ const char *nvf_synth_preset_list(void);
 int nvf_synth_preset_from_name(nvf_synth_preset *out, const char *name);
 
 /**
- * Parse a --dtype value ("bf16", "fp8-block", "nvfp4").
+ * Parse a --dtype value ("bf16", "fp8-block", "nvfp4", "nvfp4-ct").
  * @return 0, or NVF_E_INVALID with a message listing the choices.
  */
 int nvf_synth_dtype_from_name(nvf_synth_dtype *out, const char *name);
@@ -132,7 +144,8 @@ typedef struct nvf_synth_plan {
 
 /**
  * Resolve the options and list every tensor with its shard. Checks the dimensions
- * (NVF_E_INVALID naming the option and value); `--dtype nvfp4` is NVF_E_NOTIMPL.
+ * (NVF_E_INVALID naming the option and value). For the NVFP4 dtypes it is the plan of the bf16
+ * checkpoint that is converted (see the top of this file).
  * The caller frees *out with nvf_synth_plan_free().
  */
 int nvf_synth_plan_build(nvf_synth_plan **out, const nvf_synth_options *opt);
@@ -167,7 +180,8 @@ typedef struct nvf_synth_summary {
  * bounded memory (per thread, 128 rows of the widest matrix as stored bytes plus 256 KiB of f32). A
  * `dst` that exists and is not an empty directory is NVF_E_INVALID unless opt->force; with force,
  * config.json is removed first, then stale shards (model-*-of-*.safetensors) and the index; other
- * files are kept.
+ * files are kept. The NVFP4 dtypes write through nvf_convert_run() (its own rules for a
+ * non-empty DST with force) and list DST's files in name order in the summary.
  * @return 0 or a negative nvf_status with the message set. On success *out (when not NULL)
  * describes the files; free it with nvf_synth_summary_free().
  */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# synth's command line: exit codes (2 for usage, 1 for not implemented), --force, determinism of
+# synth's command line: exit codes (2 for usage), --force, determinism of
 # every file across runs and thread counts, and a different seed giving different shards.
 set -euo pipefail
 tmp=$(mktemp -d)
@@ -22,7 +22,6 @@ expect 2 "--dtype is required" -- "$T" synth "$tmp/x" --preset qwen3-moe
 expect 2 "hidden 100" -- "$T" synth "$tmp/x" --preset qwen3-moe --dtype bf16 --hidden 100
 expect 2 "max-shard-size" -- "$T" synth "$tmp/x" --preset qwen3-moe --dtype bf16 --max-shard-size x
 expect 2 "ue8m0 needs" -- "$T" synth "$tmp/x" --preset qwen3-moe --dtype bf16 --scale-fmt ue8m0
-expect 1 "not implemented" -- "$T" synth "$tmp/x" --preset qwen3-moe --dtype nvfp4
 [ ! -e "$tmp/x" ] || fail "a failed synth left $tmp/x behind"
 
 # Non-empty DST: usage error; --force writes, keeps foreign files, drops stale shards.
@@ -35,6 +34,9 @@ expect 0 "wrote" -- "$T" synth "$tmp/d" --preset qwen3-moe --dtype bf16 --force
 [ ! -e "$tmp/d/model-00007-of-00007.safetensors" ] || fail "--force kept a stale shard"
 [ -f "$tmp/d/config.json" ] || fail "no config.json"
 ls "$tmp/d" | grep -q '\.tmp$' && fail "temporary files left"
+# nvfp4 into a non-empty DST: usage error, and its temporary bf16 directory is gone.
+expect 2 "not empty" -- "$T" synth "$tmp/d" --preset qwen3-moe --dtype nvfp4
+[ ! -e "$tmp/d.synth-bf16.tmp" ] || fail "nvfp4 left its temporary directory behind"
 
 # Same options: byte-identical files, whatever --threads; another seed: different shards.
 common=(--preset deepseek-v3 --dtype fp8-block --fused-experts --seed 77 --quiet)
