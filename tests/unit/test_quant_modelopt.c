@@ -223,6 +223,22 @@ done:
     free(sc);
 }
 
+/* Re-quantization onto a shared sf2 under ModelOpt's arithmetic: the bytes of quantizing the
+ * dequantized values with that sf2 as the group scale. */
+static void test_requant(void) {
+    uint8_t pk[8], sc[1], pr[8], sr[1], pw[8], sw[1];
+    float g = nvf_quant_group_scale(0.05f, &k_mo), shared = nvf_quant_group_scale(5.0f, &k_mo);
+    float vals[16];
+    CHECK(nvf_quant_rows_ref(pk, sc, k_worked, 1, 16, g, &k_mo, 1) == 0);
+    nvf_quant_dequant_row_ref(vals, pk, sc, 16, g);
+    CHECK(nvf_quant_requant_ref(pr, sr, pk, sc, 1, 16, g, shared, &k_mo) == 0);
+    CHECK(nvf_quant_rows_ref(pw, sw, vals, 1, 16, shared, &k_mo, 1) == 0);
+    CHECK(memcmp(pr, pw, 8) == 0 && sr[0] == sw[0]);
+    /* the largest value decodes to RN(RN(6 * 320) * sf2) = 0.0357142873; over RN(6 * 5/2688) =
+     * 0.0111607146: s = 3.2000000477 -> between 3.0 (0x44) and 3.25 (0x45), nearer 3.25 */
+    CHECK(sr[0] == 0x45);
+}
+
 static void test_recipe(void) {
     nvf_recipe r;
     /* --arithmetic modelopt alone: method rtn, E 448. */
@@ -272,6 +288,7 @@ int main(void) {
     test_zero_group();
     test_gate_up_group();
     test_rows_match_blocks();
+    test_requant();
     test_recipe();
     return check_summary("test_quant_modelopt");
 }
