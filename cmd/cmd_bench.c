@@ -73,9 +73,12 @@ typedef struct bench_case {
     nvf_quant_params p;
 } bench_case;
 
-/* RTN and every 4over6 variant; "4over6 mse scaled" with E = 256 is the default recipe. */
+/* RTN, RTN in ModelOpt's arithmetic and every 4over6 variant; "4over6 mse scaled" with E = 256
+ * is the default recipe. */
 static const bench_case cases[] = {
     {"rtn", {NVF_QUANT_METHOD_RTN, NVF_QUANT_ERROR_MSE, NVF_QUANT_DOMAIN_SCALED, 448}},
+    {"rtn modelopt",
+     {NVF_QUANT_METHOD_RTN_MODELOPT, NVF_QUANT_ERROR_MSE, NVF_QUANT_DOMAIN_SCALED, 448}},
     {"4over6 mse scaled",
      {NVF_QUANT_METHOD_4OVER6, NVF_QUANT_ERROR_MSE, NVF_QUANT_DOMAIN_SCALED, 256}},
     {"4over6 mse original",
@@ -213,7 +216,7 @@ static int bench_quant(nvf_backend *b, const nvf_device *dev, int threads) {
     }
     /* The copy of the BF16 tensor's bytes: read + write (the recipe does not matter for it). */
     double copy_s = 0;
-    int st = nvf_backend_bench_quant(b, &copy_s, NVF_DTYPE_BF16, r.rows, r.cols, &cases[1].p,
+    int st = nvf_backend_bench_quant(b, &copy_s, NVF_DTYPE_BF16, r.rows, r.cols, &cases[2].p,
                                      NVF_BACKEND_BENCH_COPY, (int)g_runs, r.stop);
     if (st < 0 && st != NVF_E_UNSUPPORTED) {
         rc = cli_fail(k_spec.name, st);

@@ -23,7 +23,7 @@
 static cli_common g_common;
 static cli_list g_include, g_exclude;
 static const char *g_target, *g_max_shard, *g_input_amax, *g_max_host, *g_devices;
-static const char *g_method, *g_error, *g_domain, *g_e4m3_max, *g_scale_layout, *g_ep;
+static const char *g_method, *g_error, *g_domain, *g_e4m3_max, *g_arith, *g_scale_layout, *g_ep;
 static int g_keep_source, g_resume, g_force, g_allow_nonfinite, g_allow_empty, g_no_follow;
 static int g_strict;
 
@@ -50,6 +50,8 @@ static const cli_opt k_opts[] = {
     {"error-domain", "DOMAIN", CLI_STRING, &g_domain,
      "override quantization.error_domain: scaled|original"},
     {"e4m3-max", "256|448", CLI_STRING, &g_e4m3_max, "override quantization.e4m3_max"},
+    {"arithmetic", "flashinfer|modelopt", CLI_STRING, &g_arith,
+     "override quantization.arithmetic (modelopt: ModelOpt's own export bytes, rtn only)"},
     {"scale-layout", "128x4|8x4", CLI_STRING, &g_scale_layout,
      "prepared targets' block-scale layout (default 128x4)"},
     {"ep", "N", CLI_STRING, &g_ep,
@@ -192,6 +194,7 @@ static int build_recipe(nvf_recipe *r) {
               {"error", g_error},
               {"error-domain", g_domain},
               {"e4m3-max", g_e4m3_max},
+              {"arithmetic", g_arith},
               {"target", g_target},
               {"max-shard-size", g_max_shard},
               {"scale-layout", g_scale_layout},
@@ -203,6 +206,8 @@ static int build_recipe(nvf_recipe *r) {
         rc = nvf_recipe_set_globs(r, 0, g_include.items, g_include.n);
     if (rc == 0 && g_exclude.n)
         rc = nvf_recipe_set_globs(r, 1, g_exclude.items, g_exclude.n);
+    if (rc == 0)
+        rc = nvf_recipe_check(r);
     return rc;
 }
 

@@ -139,6 +139,8 @@ int cmd_moe(int argc, char **argv) {
     int st = nvf_recipe_init(&r);
     if (st == NVF_OK && g_common.recipe)
         st = nvf_recipe_load(&r, g_common.recipe);
+    if (st == NVF_OK)
+        st = nvf_recipe_check(&r);
     if (st != NVF_OK) {
         nvf_recipe_free(&r);
         return cli_fail("moe", st);

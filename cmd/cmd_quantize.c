@@ -18,7 +18,7 @@
 
 static cli_common g_common;
 static cli_list g_tensors;
-static const char *g_method, *g_error, *g_domain, *g_e4m3_max, *g_block_size;
+static const char *g_method, *g_error, *g_domain, *g_e4m3_max, *g_arith, *g_block_size;
 static int g_allow_nonfinite, g_print_recipe, g_force;
 static int64_t g_block[2]; /* --weight-block-size; 0: the default */
 
@@ -29,6 +29,8 @@ static const cli_opt k_opts[] = {
     {"error-domain", "DOMAIN", CLI_STRING, &g_domain,
      "override quantization.error_domain: scaled|original"},
     {"e4m3-max", "256|448", CLI_STRING, &g_e4m3_max, "override quantization.e4m3_max"},
+    {"arithmetic", "flashinfer|modelopt", CLI_STRING, &g_arith,
+     "override quantization.arithmetic (modelopt: ModelOpt's own export bytes, rtn only)"},
     {"weight-block-size", "R,C", CLI_STRING, &g_block_size,
      "FP8-block sources: rows,cols per scale (default 128,128)"},
     {"allow-nonfinite", NULL, CLI_FLAG, &g_allow_nonfinite,
@@ -74,7 +76,8 @@ static int apply_overrides(nvf_recipe *r) {
     } ov[] = {{"method", g_method},
               {"error", g_error},
               {"error-domain", g_domain},
-              {"e4m3-max", g_e4m3_max}};
+              {"e4m3-max", g_e4m3_max},
+              {"arithmetic", g_arith}};
     for (size_t i = 0; i < sizeof ov / sizeof ov[0]; i++) {
         if (ov[i].value) {
             int rc = nvf_recipe_set(r, ov[i].flag, ov[i].value);
@@ -138,7 +141,7 @@ static cJSON *summary_json(const nvf_quantize_file_options *o, const nvf_quantiz
             cJSON_AddStringToObject(e, "group", t->group);
             cJSON_AddNumberToObject(e, "amax", t->amax);
             cJSON_AddNumberToObject(e, "global_scale", t->gs);
-            cJSON_AddNumberToObject(e, "scale_2", nvf_quant_decode_scale(t->gs));
+            cJSON_AddNumberToObject(e, "scale_2", nvf_quant_group_decode(t->gs, &o->recipe->quant));
         }
         cJSON_AddItemToArray(arr, e);
     }
@@ -202,6 +205,8 @@ int cmd_quantize(int argc, char **argv) {
         st = nvf_recipe_load(&r, g_common.recipe);
     if (st == 0)
         st = apply_overrides(&r);
+    if (st == 0)
+        st = nvf_recipe_check(&r);
     if (st == 0)
         st = parse_block_size();
     if (st < 0) {

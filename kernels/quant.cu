@@ -48,9 +48,9 @@ struct qargs {
     /* quantize */
     uint8_t *packed, *scales;
     nvf_qm_consts k;
-    const unsigned int *amax_in; /* when set, k is derived from this amax (bench) */
-    int32_t e4m3_max;
-    float min_abs; /* smallest nonzero |value| of the source (source_min_abs) */
+    const unsigned int *amax_in; /* when set, k is derived from this amax (groups, bench) */
+    nvf_quant_params p;          /* the recipe, for the group scale of amax_in */
+    float min_abs;               /* smallest nonzero |value| of the source (source_min_abs) */
     /* amax */
     unsigned int *amax;
     unsigned long long *bad; /* smallest linear index of a NaN/Inf */
@@ -259,8 +259,8 @@ __global__ void __launch_bounds__(512) quant_kernel(qargs a) {
     __shared__ nvf_qm_scale tab[NVF_QM_TAB_N];
     nvf_qm_consts k = a.k;
     if (a.amax_in) {
-        float gs = nvf_qb_global_scale(nvf_f32_from_bits(*a.amax_in), a.e4m3_max);
-        k = nvf_qm_consts_make(gs, k.b.method, k.b.error, k.b.domain, a.min_abs);
+        float gs = nvf_qb_group_scale(nvf_f32_from_bits(*a.amax_in), &a.p);
+        k = nvf_qm_consts_make(gs, a.p.method, a.p.error, a.p.domain, a.min_abs);
     }
     asm("" : "+r"(k.c_keep)); /* an unknown value to the compiler: see nvf_qm_consts */
     for (int i = threadIdx.x; i < NVF_QM_TAB_N; i += blockDim.x)
@@ -298,6 +298,19 @@ __global__ void __launch_bounds__(512) quant_kernel(qargs a) {
                 block_store<SRC, METHOD, ERR, DOM>(a, k, tab, b, raw[u]);
         }
     }
+}
+
+/* ModelOpt's arithmetic (NVF_QUANT_METHOD_RTN_MODELOPT): the shared exact block as it is, one
+ * thread per 16-value block in a grid-stride loop. No fast path: its two true divisions per value
+ * (__fdiv_rn) have no table or product form that keeps the bytes. */
+template <int SRC> __global__ void __launch_bounds__(512) quant_exact_kernel(qargs a) {
+    nvf_qm_consts k = a.k;
+    if (a.amax_in)
+        k.b = nvf_qb_consts_make(nvf_qb_group_scale(nvf_f32_from_bits(*a.amax_in), &a.p),
+                                 a.p.method, a.p.error, a.p.domain);
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < a.nblocks; b += stride)
+        block_store_exact<SRC>(a, k, b);
 }
 
 /* Amax of block b with NaN skipped; a NaN/Inf is recorded in *a.bad (smallest linear index). */
@@ -476,6 +489,13 @@ static void launch_quant_u(const qargs &a, const nvf_quant_params *p, const laun
 template <int SRC>
 static void launch_quant_src(const qargs &a, const nvf_quant_params *p, const launch_cfg &c,
                              int sms, cudaStream_t st) {
+    if (p->method == NVF_QUANT_METHOD_RTN_MODELOPT) {
+        void (*kern)(qargs) = quant_exact_kernel<SRC>;
+        launch_cfg one = c;
+        one.unroll = 1;
+        kern<<<grid_for(one, a.nblocks, sms, (const void *)kern), c.threads, 0, st>>>(a);
+        return;
+    }
     if (c.unroll == 2)
         launch_quant_u<SRC, 2, 0>(a, p, c, sms, st);
     else if (c.prefetch)
@@ -571,7 +591,7 @@ void quant_launch_quant(const quant_job &j, const nvf_quant_source *s, uint8_t *
     a.scales = scales;
     a.k = consts_for(gs, p, s);
     a.amax_in = amax_in;
-    a.e4m3_max = p->e4m3_max;
+    a.p = *p;
     a.min_abs = source_min_abs(s);
     launch_quant(src_kind(s), a, p, c, sms, st);
 }

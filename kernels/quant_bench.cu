@@ -9,6 +9,7 @@
 #include "quant_launch.h"
 
 #include "nvfp4/format.h"
+#include "nvfp4/quant_block.h"
 #include "nvfp4/status.h"
 
 #include <cuda_runtime.h>
@@ -71,6 +72,7 @@ extern "C" int nvf_cuda_quant_bench(nvf_cuda_quant *q, double *out_s, nvf_dtype 
     unsigned long long *d_bad = NULL;
     cudaEvent_t ev0 = NULL, ev1 = NULL;
     cudaStream_t st = ctx->streams[0];
+    float gs; /* the quantizing pass alone: the group scale of amax 4 */
     nvf_quant_source s;
     memset(&s, 0, sizeof s);
     s.dtype = fp8 ? NVF_DTYPE_F8_E4M3 : NVF_DTYPE_BF16;
@@ -106,6 +108,8 @@ extern "C" int nvf_cuda_quant_bench(nvf_cuda_quant *q, double *out_s, nvf_dtype 
     j.ncb = ceil_div64(cols, 128);
     j.amax = d_amax;
     j.bad = d_bad; /* the data is finite: never written */
+    /* E = 256 (the times recorded so far), or ModelOpt's sf2 = RN(4 / 2688) */
+    gs = p->method == NVF_QUANT_METHOD_RTN_MODELOPT ? nvf_qb_group_scale(4.0f, p) : 384.0f;
     for (int r = -3; r < runs; r++) {
         if (stop && *stop) {
             rc = nvf_error_set(NVF_E_INTERRUPTED, "bench quant: interrupted");
@@ -119,8 +123,8 @@ extern "C" int nvf_cuda_quant_bench(nvf_cuda_quant *q, double *out_s, nvf_dtype 
                 NVF_CUDA_TRY(cudaMemsetAsync(d_amax, 0, sizeof(unsigned int), st));
                 quant_launch_amax(j, &s, *cfg, ctx->sms, st);
             }
-            quant_launch_quant(j, &s, d_out, d_out + n / 2, 384.0f, pass == 1 ? d_amax : NULL, p,
-                               *cfg, ctx->sms, st);
+            quant_launch_quant(j, &s, d_out, d_out + n / 2, gs, pass == 1 ? d_amax : NULL, p, *cfg,
+                               ctx->sms, st);
         }
         NVF_CUDA_TRY(cudaEventRecord(ev1, st));
         NVF_CUDA_TRY(cudaEventSynchronize(ev1));

@@ -45,8 +45,9 @@ void quant_launch_amax(const quant_job &j, const nvf_quant_source *s, const laun
 
 /**
  * Queue the quantizing kernel of `j` into `packed` (nblocks * 8 bytes) and `scales` (nblocks
- * bytes): with global scale `gs`, or, when `amax_in` is set, with the global scale of the amax
- * there (nvf_qb_global_scale computed on the device).
+ * bytes): with group scale `gs` (nvf_qb_group_scale), or, when `amax_in` is set, with the group
+ * scale of the amax there (computed on the device). ModelOpt's arithmetic takes the exact kernel
+ * (the shared block as it is), every other recipe the fast path (quant_math.h).
  */
 void quant_launch_quant(const quant_job &j, const nvf_quant_source *s, uint8_t *packed,
                         uint8_t *scales, float gs, const unsigned int *amax_in,

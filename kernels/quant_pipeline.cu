@@ -406,7 +406,8 @@ static size_t member_bytes(const nvf_quant_source *s, size_t *in, size_t *sc, si
     return *in + *sc + *out;
 }
 
-/* The chunked group: each member's amax (the largest wins), gs on the host, each member. */
+/* The chunked group: each member's amax (the largest wins), the group scale on the host, each
+ * member. */
 static int group_chunked(nvf_cuda_quant *q, float *out_gs, uint8_t *const *packed,
                          uint8_t *const *scales, const nvf_quant_source *srcs,
                          const char *const *names, size_t n, const nvf_quant_params *p,
@@ -420,7 +421,7 @@ static int group_chunked(nvf_cuda_quant *q, float *out_gs, uint8_t *const *packe
         if (a > amax)
             amax = a;
     }
-    float gs = nvf_qb_global_scale(amax, p->e4m3_max);
+    float gs = nvf_qb_group_scale(amax, p);
     for (size_t k = 0; k < n; k++) {
         int rc = nvf_cuda_quant_source(q, packed[k], scales[k], &srcs[k], gs, p);
         if (rc < 0)
@@ -502,7 +503,7 @@ extern "C" int nvf_cuda_quant_group(nvf_cuda_quant *q, float *out_gs, uint8_t *c
         goto done;
     {
         /* Every member uploaded and its amax queued; then every member quantized with the
-         * global scale of the group's amax, computed by the kernels from the device copy. */
+         * group scale of the group's amax, computed by the kernels from the device copy. */
         uint8_t *base = (uint8_t *)q->arena;
         size_t off = 0, off_sc = 0;
         for (size_t k = 0; k < n && rc == 0; k++) {
@@ -547,7 +548,7 @@ extern "C" int nvf_cuda_quant_group(nvf_cuda_quant *q, float *out_gs, uint8_t *c
         if (bad[k] != ~0ull)
             rc = nonfinite_error(&srcs[k], names[k], bad[k]);
     if (rc == 0)
-        *out_gs = nvf_qb_global_scale(nvf_f32_from_bits(amax), p->e4m3_max);
+        *out_gs = nvf_qb_group_scale(nvf_f32_from_bits(amax), p);
 done:
     if (rc < 0)
         (void)nvf_cuda_sync(st);

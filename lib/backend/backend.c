@@ -81,7 +81,7 @@ int nvf_backend_quantize_group(nvf_backend *b, float *out_gs, uint8_t *const *pa
         if (a > amax || a != a)
             amax = a;
     }
-    float gs = nvf_quant_global_scale(amax, p->e4m3_max);
+    float gs = nvf_quant_group_scale(amax, p);
     for (size_t k = 0; k < n; k++) {
         int rc = nvf_backend_quantize(b, packed[k], scales[k], &srcs[k], gs, p);
         if (rc != NVF_OK)

@@ -135,7 +135,7 @@ static int cpu_bench_quant(nvf_backend *b, double *out_s, nvf_dtype dtype, int64
         float amax = 4.0f;
         if (pass == NVF_BACKEND_BENCH_AMAX_QUANTIZE)
             rc = nvf_quant_amax_ref(&amax, &src, 0, b->threads, "bench");
-        float gs = nvf_quant_global_scale(amax, p->e4m3_max);
+        float gs = nvf_quant_group_scale(amax, p);
         if (rc == NVF_OK)
             rc = nvf_quant_source_ref(st->packed, st->scales, &src, gs, p, b->threads);
         times[r] = now_s() - t0;

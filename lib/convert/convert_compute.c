@@ -1,6 +1,6 @@
 /*
  * The bytes of one buffered job, computed on the worker's backend (CPU or GPU, the same bytes):
- *   - a quantization group: amax over every member, the global scale from it, each member
+ *   - a quantization group: amax over every member, the group scale from it, each member
  *     quantized with it (one backend call, so a GPU uploads each member once), then laid out by
  *     the target;
  *   - an FP8 (or other) tensor written as BF16: bf16(RN(f32(x) * scale)), matrix by matrix.
@@ -9,6 +9,7 @@
 #include "convert_internal.h"
 
 #include "nvfp4/format.h"
+#include "nvfp4/log.h"
 #include "nvfp4/status.h"
 
 #include <stdio.h>
@@ -61,8 +62,14 @@ static int compute_quant(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv
         if (rc != NVF_OK)
             name_files(rc, r, j);
     }
+    const nvf_quant_params *qp = &r->opt->recipe->quant;
+    if (rc == NVF_OK && nvf_quant_group_fallback(gs, qp))
+        nvf_log(NVF_LOG_WARN,
+                "'%s': group of '%s' is all zero: ModelOpt's arithmetic would write NaN scales, "
+                "written as the default arithmetic writes it",
+                file_of(r, j->members[0].tensor), names[0]);
     if (rc == NVF_OK)
-        r->target->pack_job(buf, j, packed, scales, gs);
+        r->target->pack_job(buf, j, packed, scales, nvf_quant_group_decode(gs, qp));
     for (size_t k = 0; k < j->n_members; k++)
         free(packed[k]);
     return rc;

@@ -291,9 +291,10 @@ typedef struct cv_target {
     /** The jobs, outputs and shards of `ck` (with input scales). @return 0 or a status. */
     int (*plan)(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *opt);
     /** The j->bytes_out bytes of quantization job `j` into `buf`: member k quantized as
-     * packed[k] (rows*cols/2 bytes) and scales[k] (rows*cols/16) with global scale `gs`. */
+     * packed[k] (rows*cols/2 bytes) and scales[k] (rows*cols/16), decoding with `scale_2`
+     * (weight_scale_2: nvf_quant_group_decode of the group scale, which the arithmetic decides). */
     void (*pack_job)(uint8_t *buf, const cv_job *j, uint8_t *const *packed, uint8_t *const *scales,
-                     float gs);
+                     float scale_2);
     /** The manifest's "target" object. @return a new object, or NULL on no memory. */
     cJSON *(*manifest_target)(const cv_plan *p, const nvf_recipe *r);
     /** Write the target's metadata files into a->dst (after the index), each added to `m`. */

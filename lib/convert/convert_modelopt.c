@@ -3,7 +3,8 @@
  * TensorRT-LLM load it. A quantized linear X becomes, in this order:
  *   1. X.weight         U8 [out, in/2]: two E2M1 codes per byte, low nibble first;
  *   2. X.weight_scale   F8_E4M3 [out, in/16]: one block scale per 16 values;
- *   3. X.weight_scale_2 F32 []: the global scale's reciprocal (decoded scale);
+ *   3. X.weight_scale_2 F32 []: the decode scale (the global scale's reciprocal; ModelOpt's
+ *      arithmetic: its sf2);
  *   4. X.input_scale    F32 []: from --input-amax, else 1.0.
  * A fused gate_up member is written as two linears (gate: rows [0, I), up: rows [I, 2I)).
  * Metadata: hf_quant_config.json and config.json (convert_meta.c).
@@ -30,27 +31,27 @@ static uint8_t *put_f32(uint8_t *p, float v) {
 }
 
 static uint8_t *put_linear(uint8_t *p, const uint8_t *packed, const uint8_t *scales, int64_t rows,
-                           int64_t cols, float gs, float input_scale) {
+                           int64_t cols, float scale_2, float input_scale) {
     size_t pb = (size_t)(rows * cols / 2), sb = (size_t)(rows * cols / NVF_BLOCK);
     memcpy(p, packed, pb);
     memcpy(p + pb, scales, sb);
-    p = put_f32(p + pb + sb, nvf_quant_decode_scale(gs));
+    p = put_f32(p + pb + sb, scale_2);
     return put_f32(p, input_scale);
 }
 
 static void modelopt_pack_job(uint8_t *buf, const cv_job *j, uint8_t *const *packed,
-                              uint8_t *const *scales, float gs) {
+                              uint8_t *const *scales, float scale_2) {
     uint8_t *p = buf;
     for (size_t k = 0; k < j->n_members; k++) {
         const cv_member *m = &j->members[k];
         int64_t rows = m->src.rows, cols = m->src.cols;
         if (m->split) {
             size_t pb = (size_t)(rows * cols / 2), sb = (size_t)(rows * cols / NVF_BLOCK);
-            p = put_linear(p, packed[k], scales[k], rows / 2, cols, gs, j->input_scale);
-            p = put_linear(p, packed[k] + pb / 2, scales[k] + sb / 2, rows / 2, cols, gs,
+            p = put_linear(p, packed[k], scales[k], rows / 2, cols, scale_2, j->input_scale);
+            p = put_linear(p, packed[k] + pb / 2, scales[k] + sb / 2, rows / 2, cols, scale_2,
                            j->input_scale);
         } else {
-            p = put_linear(p, packed[k], scales[k], rows, cols, gs, j->input_scale);
+            p = put_linear(p, packed[k], scales[k], rows, cols, scale_2, j->input_scale);
         }
     }
 }

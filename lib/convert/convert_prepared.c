@@ -9,8 +9,9 @@
  *   2. w2 job: the expert's down weight [H, I/2], its scales laid out, alpha (and, on the first
  *      w2 job of a layer-rank with W4A4, fc2_input_scale F32);
  *   3. dense job: per linear X.weight, X.weight_scale laid out, X.alpha (W4A4: X.input_scale).
- * alpha is the weight decode scale RN(1/gs) (W4A16), or RN(input_scale * RN(1/gs)) (W4A4); for
- * stored NVFP4 (convert_nvfp4src.c) the stored decode scale takes the place of RN(1/gs).
+ * alpha is the weight decode scale scale_2 (weight_scale_2: RN(1/gs) under the default arithmetic)
+ * (W4A16), or RN(input_scale * scale_2) (W4A4); for stored NVFP4 (convert_nvfp4src.c) the stored
+ * decode scale takes its place.
  * Metadata: each rank's config.json with quantization_config {"quant_method":
  * "nvfp4tool-prepared", ...}; no hf_quant_config.json (loaders would take it for ModelOpt).
  */
@@ -48,19 +49,19 @@ static uint8_t *put_scales(uint8_t *p, nvf_layout l, const uint8_t *scales, int6
 }
 
 /* A job of stored NVFP4 (j->decode > 0) keeps its decode scale. */
-static float alpha_of(const cv_job *j, float gs, int w4a4) {
-    float ws2 = j->decode > 0.0f ? j->decode : nvf_quant_decode_scale(gs);
+static float alpha_of(const cv_job *j, float scale_2, int w4a4) {
+    float ws2 = j->decode > 0.0f ? j->decode : scale_2;
     return w4a4 ? j->input_scale * ws2 : ws2;
 }
 
 /* One linear of rows x cols: weight, laid-out scales, alpha (and the input scale when
  * `input_too`: a W4A4 dense linear's). */
 static uint8_t *put_dense(uint8_t *p, const cv_job *j, const uint8_t *packed, const uint8_t *scales,
-                          int64_t rows, int64_t cols, float gs, int w4a4, int input_too) {
+                          int64_t rows, int64_t cols, float scale_2, int w4a4, int input_too) {
     size_t pb = (size_t)(rows * cols / 2);
     memcpy(p, packed, pb);
     p = put_scales(p + pb, (nvf_layout)j->layout, scales, rows, cols / NVF_BLOCK);
-    p = put_f32(p, alpha_of(j, gs, w4a4));
+    p = put_f32(p, alpha_of(j, scale_2, w4a4));
     return input_too ? put_f32(p, j->input_scale) : p;
 }
 
@@ -69,7 +70,7 @@ static uint8_t *put_dense(uint8_t *p, const cv_job *j, const uint8_t *packed, co
  * halves of one split member (gate rows first). Row r of the output is nvf_w13_source_row(r).
  */
 static uint8_t *put_w13(uint8_t *p, const cv_job *j, uint8_t *const *packed, uint8_t *const *scales,
-                        float gs, int w4a4) {
+                        float scale_2, int w4a4) {
     const cv_member *m0 = &j->members[0];
     int split = m0->split;
     int64_t I = split ? m0->src.rows / 2 : m0->src.rows, H = m0->src.cols;
@@ -104,20 +105,20 @@ static uint8_t *put_w13(uint8_t *p, const cv_job *j, uint8_t *const *packed, uin
         for (int64_t k = 0; k < kc; k++)
             p[nvf_layout_offset(l, r, k, kc)] = s[k];
     }
-    p = put_f32(p + bytes, alpha_of(j, gs, w4a4));
+    p = put_f32(p + bytes, alpha_of(j, scale_2, w4a4));
     return w4a4 ? put_f32(p, j->input_scale) : p;
 }
 
 static void prepared_pack(uint8_t *buf, const cv_job *j, uint8_t *const *packed,
-                          uint8_t *const *scales, float gs, int w4a4) {
+                          uint8_t *const *scales, float scale_2, int w4a4) {
     uint8_t *p = buf;
     if (j->prep == CV_PREP_W13) {
-        put_w13(p, j, packed, scales, gs, w4a4);
+        put_w13(p, j, packed, scales, scale_2, w4a4);
         return;
     }
     if (j->prep == CV_PREP_W2) {
         const cv_member *m = &j->members[0];
-        p = put_dense(p, j, packed[0], scales[0], m->src.rows, m->src.cols, gs, w4a4, 0);
+        p = put_dense(p, j, packed[0], scales[0], m->src.rows, m->src.cols, scale_2, w4a4, 0);
         if (j->fc2_span > 0)
             put_f32(p, j->fc2_input_scale);
         return;
@@ -127,23 +128,23 @@ static void prepared_pack(uint8_t *buf, const cv_job *j, uint8_t *const *packed,
         int64_t rows = m->src.rows, cols = m->src.cols;
         if (m->split) {
             size_t pb = (size_t)(rows * cols / 2), sb = (size_t)(rows * cols / NVF_BLOCK);
-            p = put_dense(p, j, packed[k], scales[k], rows / 2, cols, gs, w4a4, w4a4);
-            p = put_dense(p, j, packed[k] + pb / 2, scales[k] + sb / 2, rows / 2, cols, gs, w4a4,
-                          w4a4);
+            p = put_dense(p, j, packed[k], scales[k], rows / 2, cols, scale_2, w4a4, w4a4);
+            p = put_dense(p, j, packed[k] + pb / 2, scales[k] + sb / 2, rows / 2, cols, scale_2,
+                          w4a4, w4a4);
         } else {
-            p = put_dense(p, j, packed[k], scales[k], rows, cols, gs, w4a4, w4a4);
+            p = put_dense(p, j, packed[k], scales[k], rows, cols, scale_2, w4a4, w4a4);
         }
     }
 }
 
 static void pack_w4a16(uint8_t *buf, const cv_job *j, uint8_t *const *packed,
-                       uint8_t *const *scales, float gs) {
-    prepared_pack(buf, j, packed, scales, gs, 0);
+                       uint8_t *const *scales, float scale_2) {
+    prepared_pack(buf, j, packed, scales, scale_2, 0);
 }
 
 static void pack_w4a4(uint8_t *buf, const cv_job *j, uint8_t *const *packed, uint8_t *const *scales,
-                      float gs) {
-    prepared_pack(buf, j, packed, scales, gs, 1);
+                      float scale_2) {
+    prepared_pack(buf, j, packed, scales, scale_2, 1);
 }
 
 static const char *precision_of(const nvf_recipe *r) {

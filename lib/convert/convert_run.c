@@ -128,6 +128,8 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
     memset(&r, 0, sizeof r);
     memset(out, 0, sizeof *out);
     r.opt = opt;
+    if ((rc = nvf_recipe_check(opt->recipe)) != NVF_OK)
+        goto done;
     if (!(r.target = find_target(opt->recipe))) {
         rc = nvf_error_code();
         goto done;

@@ -16,6 +16,7 @@
 #include "nvfp4/checkpoint.h"
 #include "nvfp4/format.h"
 #include "nvfp4/log.h"
+#include "nvfp4/recipe.h"
 #include "nvfp4/safetensors.h"
 #include "nvfp4/status.h"
 
@@ -294,7 +295,8 @@ static int cmp_group_ref(const void *a, const void *b) {
     return c ? c : (x->item > y->item) - (x->item < y->item);
 }
 
-/* amax of every quantized tensor, then gs from the largest amax of each group. */
+/* amax of every quantized tensor, then the group scale (nvf_quant_group_scale) from the largest
+ * amax of each group. */
 static int global_scales(qf_run *r) {
     nvf_quantize_file_tensor *ts = r->sum->tensors;
     size_t nq = 0;
@@ -325,7 +327,13 @@ static int global_scales(qf_run *r) {
                 if (ts[refs[z].item].amax > amax)
                     amax = ts[refs[z].item].amax;
             }
-            float gs = nvf_quant_global_scale(amax, r->opt->recipe->quant.e4m3_max);
+            const nvf_quant_params *qp = &r->opt->recipe->quant;
+            float gs = nvf_quant_group_scale(amax, qp);
+            if (nvf_quant_group_fallback(gs, qp))
+                nvf_log(NVF_LOG_WARN,
+                        "'%s': group '%s' is all zero (amax %g): ModelOpt's arithmetic would write "
+                        "NaN scales, written as the default arithmetic writes it",
+                        r->opt->in, refs[a].key, (double)amax);
             for (size_t k = a; k < z; k++)
                 ts[refs[k].item].gs = gs;
         }
@@ -427,7 +435,7 @@ static int write_quantized(nvf_st_writer *w, const qf_run *r, size_t i) {
     rc = nvf_st_writer_write(w, scales, (size_t)(s->rows * cols / NVF_BLOCK));
     if (rc != NVF_OK)
         goto done;
-    float s2 = nvf_quant_decode_scale(ts->gs);
+    float s2 = nvf_quant_group_decode(ts->gs, &r->opt->recipe->quant);
     uint32_t bits;
     uint8_t le[4];
     memcpy(&bits, &s2, 4);
@@ -463,7 +471,7 @@ static int write_output(qf_run *r) {
         else if (a == NVF_QUANTIZE_QUANT)
             rc = write_quantized(w, r, i);
         if (rc == NVF_OK && a == NVF_QUANTIZE_QUANT)
-            nvf_log(NVF_LOG_DEBUG, "quantized %s (amax %g, global scale %g)",
+            nvf_log(NVF_LOG_DEBUG, "quantized %s (amax %g, group scale %g)",
                     r->sum->tensors[i].name, (double)r->sum->tensors[i].amax,
                     (double)r->sum->tensors[i].gs);
     }
@@ -498,7 +506,9 @@ static int init_summary(qf_run *r) {
 int nvf_quantize_file(nvf_quantize_file_summary *out, const nvf_quantize_file_options *opt) {
     qf_run r = {.opt = opt, .sum = out};
     memset(out, 0, sizeof *out);
-    int rc = check_output(opt);
+    int rc = nvf_recipe_check(opt->recipe);
+    if (rc == NVF_OK)
+        rc = check_output(opt);
     if (rc == NVF_OK)
         rc = nvf_ckpt_open_fp8_block(&r.ck, opt->in, opt->block);
     if (rc == NVF_OK && !r.ck->is_file)

@@ -130,6 +130,11 @@ void nvf_manifest_free(nvf_manifest *m) {
     free(p);
 }
 
+char *nvf_manifest_recipe_json(const nvf_manifest *m) {
+    const nvf_manifest_priv *p = nvf_manifest_priv_of_const(m);
+    return p->recipe ? cJSON_PrintUnformatted(p->recipe) : NULL;
+}
+
 void nvf_manifest_move_provenance(nvf_manifest *m, nvf_manifest *from) {
     nvf_manifest_priv *p = nvf_manifest_priv_of(m), *f = nvf_manifest_priv_of(from);
     cJSON_Delete(p->recipe);

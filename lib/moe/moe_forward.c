@@ -52,12 +52,14 @@ static int prepare_input(float *a, float *dec, int64_t rows, int64_t cols, const
         float *row = a + r * cols;
         float gs;
         if (input_scale > 0.0f && !o->per_token) {
-            gs = 1.0f / input_scale;
+            /* the group scale of a stored decode scale: ModelOpt's arithmetic takes it as it is */
+            gs =
+                o->quant.method == NVF_QUANT_METHOD_RTN_MODELOPT ? input_scale : 1.0f / input_scale;
             dec[r] = input_scale;
         } else {
             float amax = o->per_token ? row_amax(row, cols) : tensor_amax;
-            gs = nvf_quant_global_scale(amax, o->quant.e4m3_max);
-            dec[r] = nvf_quant_decode_scale(gs);
+            gs = nvf_quant_group_scale(amax, &o->quant);
+            dec[r] = nvf_quant_group_decode(gs, &o->quant);
         }
         rc = nvf_quant_rows_ref(packed, scales, row, 1, cols, gs, &o->quant, 1);
         if (rc == NVF_OK)

@@ -92,8 +92,9 @@ static float amax_of(const nvf_moe_matrix *m) {
     return a;
 }
 
-/* Replace the values of `m` by their NVFP4 quantization with global scale gs: the E2M1 x E4M3
- * products, alpha = RN(1 / gs). */
+/* Replace the values of `m` by their NVFP4 quantization with group scale gs
+ * (nvf_quant_group_scale): the E2M1 x E4M3 products, alpha = weight_scale_2 (RN(1 / gs), or
+ * ModelOpt's sf2). */
 static int to_nvfp4(nvf_moe_matrix *m, float gs, const nvf_quant_params *p, const char *name) {
     if (m->cols % NVF_BLOCK != 0)
         return nvf_error_set(NVF_E_SHAPE,
@@ -108,7 +109,7 @@ static int to_nvfp4(nvf_moe_matrix *m, float gs, const nvf_quant_params *p, cons
                                   scales + (size_t)r * (size_t)m->cols / NVF_BLOCK, m->cols, 1.0f);
     free(packed);
     free(scales);
-    m->alpha = nvf_quant_decode_scale(gs);
+    m->alpha = nvf_quant_group_decode(gs, p);
     m->nvfp4 = 1;
     return rc;
 }
@@ -143,8 +144,8 @@ static int get_expert(ckpt_provider *p, nvf_moe_matrix out[3], int64_t e) {
         float a = amax_of(&out[NVF_PROJ_GATE]);
         a_gu = a > a_gu ? a : a_gu;
     }
-    float gs_gu = nvf_quant_global_scale(a_gu, p->quant.e4m3_max);
-    float gs_d = nvf_quant_global_scale(amax_of(&out[NVF_PROJ_DOWN]), p->quant.e4m3_max);
+    float gs_gu = nvf_quant_group_scale(a_gu, &p->quant);
+    float gs_d = nvf_quant_group_scale(amax_of(&out[NVF_PROJ_DOWN]), &p->quant);
     for (int j = 0; j < 3 && rc == NVF_OK; j++)
         if (out[j].w)
             rc = to_nvfp4(&out[j], j == NVF_PROJ_DOWN ? gs_d : gs_gu, &p->quant,

@@ -26,6 +26,18 @@ float nvf_quant_decode_scale(float gs) {
     return nvf_qb_decode_scale(gs);
 }
 
+float nvf_quant_group_scale(float amax, const nvf_quant_params *p) {
+    return nvf_qb_group_scale(amax, p);
+}
+
+float nvf_quant_group_decode(float g, const nvf_quant_params *p) {
+    return nvf_qb_group_decode(g, p);
+}
+
+int nvf_quant_group_fallback(float g, const nvf_quant_params *p) {
+    return nvf_qb_group_fallback(g, p);
+}
+
 void nvf_quant_block_ref(uint8_t *packed, uint8_t *scale, const float *x, float gs,
                          const nvf_quant_params *p) {
     nvf_qb_consts k = nvf_qb_consts_make(gs, p->method, p->error, p->domain);

@@ -11,7 +11,8 @@
  *      ModelOpt's arithmetic writes RN(amax / 2688)), gs = RN(1 / decode_shared) and the
  *      block arithmetic's RN(1 / gs) is replaced by decode_shared itself, so that the block
  *      scales are chosen for the decode scale the result is read with.
- *   3. The block arithmetic of the recipe (nvfp4/quant_block.h) with those constants.
+ *   3. The block arithmetic of the recipe (nvfp4/quant_block.h) with those constants; ModelOpt's
+ *      arithmetic (NVF_QUANT_METHOD_RTN_MODELOPT) takes decode_shared as its sf2 directly.
  */
 #include "quant_internal.h"
 
@@ -63,8 +64,10 @@ int nvf_quant_requant_ref(uint8_t *packed_out, uint8_t *scales_out, const uint8_
         return nvf_error_set(NVF_E_INVALID,
                              "re-quantize: shared decode scale %.9g is not finite and positive",
                              (double)decode_shared);
-    float gs;
-    if (nvf_quant_global_scale_for_decode(&gs, decode_shared) != NVF_OK) {
+    /* ModelOpt's arithmetic: its group scale is the decode scale sf2 itself. */
+    float gs = decode_shared;
+    if (p->method != NVF_QUANT_METHOD_RTN_MODELOPT &&
+        nvf_quant_global_scale_for_decode(&gs, decode_shared) != NVF_OK) {
         nvf_error_clear();
         gs = nvf_qb_rcp(decode_shared);
     }

@@ -29,14 +29,17 @@
 #define NVF_INLINE inline
 #endif
 
-static NVF_INLINE void chunk_codes(uint8_t *packed, float xt[NVF_BLOCK][NB], const float *enc) {
+/* The codes of NB blocks: e2m1(RN(x * enc)), or with `DIV` (a constant at each call site:
+ * ModelOpt's arithmetic) e2m1(RN(x / enc)), a true division. */
+static NVF_INLINE void chunk_codes(uint8_t *packed, float xt[NVF_BLOCK][NB], const float *enc,
+                                   int DIV) {
     /* Codes of block b collected as 16 nibbles of one 64-bit word, element i at bits 4i. */
     uint64_t w[NB];
     for (int b = 0; b < NB; b++)
         w[b] = 0;
     for (int i = 0; i < NVF_BLOCK; i++) {
         for (int b = 0; b < NB; b++) {
-            float t = xt[i][b] * enc[b];
+            float t = DIV ? xt[i][b] / enc[b] : xt[i][b] * enc[b];
             float a = fabsf(t);
             uint32_t idx = (uint32_t)((a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) +
                                       (a > 2.5f) + (a >= 3.5f) + (a > 5.0f));
@@ -103,13 +106,23 @@ static NVF_INLINE void chunk_quant(uint8_t *packed, uint8_t *scales, const float
             xt[i][b] = x[b * NVF_BLOCK + i];
     }
     float enc[NB];
+    if (k->method == NVF_QUANT_METHOD_RTN_MODELOPT) {
+        /* ModelOpt: the scale of vmax / RN(6 sf2), codes of x / RN(f32(sf) * sf2) */
+        for (int b = 0; b < NB; b++) {
+            uint8_t sf = nvf_qb_modelopt_scale(nvf_f32_from_bits((uint32_t)vm[b]), k->rtn_mul);
+            scales[b] = sf;
+            enc[b] = nvf_qb_e4m3_to_f32(sf) * k->gs;
+        }
+        chunk_codes(packed, xt, enc, 1);
+        return;
+    }
     if (k->method == NVF_QUANT_METHOD_RTN) {
         for (int b = 0; b < NB; b++) {
             uint8_t sf = nvf_qb_scale_encode(nvf_f32_from_bits((uint32_t)vm[b]) * k->rtn_mul);
             scales[b] = sf;
             enc[b] = nvf_qb_scale_enc(nvf_qb_e4m3_to_f32(sf), k->rcp_gs);
         }
-        chunk_codes(packed, xt, enc);
+        chunk_codes(packed, xt, enc, 0);
         return;
     }
     float enc6[NB], enc4[NB], sff6[NB], sff4[NB], err6[NB], err4[NB];
@@ -145,7 +158,7 @@ static NVF_INLINE void chunk_quant(uint8_t *packed, uint8_t *scales, const float
         enc[b] = four ? enc4[b] : enc6[b];
         scales[b] = four ? sf4[b] : sf6[b];
     }
-    chunk_codes(packed, xt, enc);
+    chunk_codes(packed, xt, enc, 0);
 }
 
 /* One row of nb blocks: NB at a time, the remainder one by one. */

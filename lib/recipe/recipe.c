@@ -157,15 +157,43 @@ static int set_version(nvf_recipe *r, const scalar *v) {
     return 0;
 }
 
+/* quant.method from the method asked for and the arithmetic: RTN in ModelOpt's arithmetic is a
+ * method of its own (nvfp4/quant_types.h); 4over6 stays 4over6, which nvf_recipe_check refuses
+ * with modelopt. E follows the method unless set. */
+static void set_quant_method(nvf_recipe *r, nvf_quant_method m) {
+    if (m == NVF_QUANT_METHOD_RTN && r->arith == NVF_QUANT_ARITH_MODELOPT)
+        m = NVF_QUANT_METHOD_RTN_MODELOPT;
+    r->quant.method = m;
+    if (!r->e4m3_max_set)
+        r->quant.e4m3_max = m == NVF_QUANT_METHOD_4OVER6 ? 256 : 448;
+}
+
 static int set_method(nvf_recipe *r, const scalar *v) {
     if (scalar_is(v, "4over6"))
-        r->quant.method = NVF_QUANT_METHOD_4OVER6;
+        set_quant_method(r, NVF_QUANT_METHOD_4OVER6);
     else if (scalar_is(v, "rtn"))
-        r->quant.method = NVF_QUANT_METHOD_RTN;
+        set_quant_method(r, NVF_QUANT_METHOD_RTN);
     else
         return -1;
-    if (!r->e4m3_max_set)
-        r->quant.e4m3_max = r->quant.method == NVF_QUANT_METHOD_RTN ? 448 : 256;
+    r->method_set = 1;
+    return 0;
+}
+
+/* arithmetic: modelopt makes the default method rtn (ModelOpt exports RTN only); a method set
+ * explicitly stays as it is. */
+static int set_arith(nvf_recipe *r, const scalar *v) {
+    nvf_quant_method m =
+        r->quant.method == NVF_QUANT_METHOD_4OVER6 ? NVF_QUANT_METHOD_4OVER6 : NVF_QUANT_METHOD_RTN;
+    if (scalar_is(v, "flashinfer")) {
+        r->arith = NVF_QUANT_ARITH_FLASHINFER;
+    } else if (scalar_is(v, "modelopt")) {
+        r->arith = NVF_QUANT_ARITH_MODELOPT;
+        if (!r->method_set)
+            m = NVF_QUANT_METHOD_RTN;
+    } else {
+        return -1;
+    }
+    set_quant_method(r, m);
     return 0;
 }
 
@@ -262,6 +290,7 @@ const key_def nvf_recipe_keys[] = {
     {"quantization", "error", "error", "mse or mae", set_error, NULL},
     {"quantization", "error_domain", "error-domain", "scaled or original", set_domain, NULL},
     {"quantization", "e4m3_max", "e4m3-max", "256 or 448", set_e4m3_max, NULL},
+    {"quantization", "arithmetic", "arithmetic", "flashinfer or modelopt", set_arith, NULL},
     {"target", "format", "target", "modelopt, prepared-w4a16 or prepared-w4a4", set_target, NULL},
     {"target", "scale_layout", "scale-layout", "128x4 or 8x4", set_layout, NULL},
     {"target", "ep", "ep", "an integer from 1 to 4096", set_ep, NULL},
@@ -272,9 +301,9 @@ const key_def nvf_recipe_keys[] = {
 };
 const size_t nvf_recipe_n_keys = sizeof nvf_recipe_keys / sizeof nvf_recipe_keys[0];
 
-static const char *const k_flags[] = {
-    "method", "error",          "error-domain", "e4m3-max", "target", "scale-layout",
-    "ep",     "max-shard-size", "tokens",       "seed",     NULL};
+static const char *const k_flags[] = {"method",         "error",  "error-domain", "e4m3-max",
+                                      "arithmetic",     "target", "scale-layout", "ep",
+                                      "max-shard-size", "tokens", "seed",         NULL};
 
 const char *const *nvf_recipe_flags(void) {
     return k_flags;
@@ -297,6 +326,21 @@ int nvf_recipe_set(nvf_recipe *r, const char *flag, const char *value) {
     return nvf_error_set(NVF_E_INVALID, "unknown recipe flag '--%s'", flag);
 }
 
+int nvf_recipe_check(const nvf_recipe *r) {
+    if (r->arith != NVF_QUANT_ARITH_MODELOPT)
+        return 0;
+    if (r->quant.method == NVF_QUANT_METHOD_4OVER6)
+        return nvf_error_set(NVF_E_CONFIG,
+                             "arithmetic modelopt takes method rtn, not 4over6 (ModelOpt's 4over6 "
+                             "export depends on calibration state a converter does not have)");
+    if (r->quant.e4m3_max != NVF_QUANT_E4M3_MAX_448)
+        return nvf_error_set(NVF_E_CONFIG,
+                             "arithmetic modelopt takes e4m3_max 448, not %d (ModelOpt's global "
+                             "scale is amax / (6 * 448))",
+                             (int)r->quant.e4m3_max);
+    return 0;
+}
+
 /* JSON -------------------------------------------------------------------------------------- */
 
 static int add_globs(cJSON *obj, const char *key, char **g, size_t n) {
@@ -314,7 +358,9 @@ static int add_globs(cJSON *obj, const char *key, char **g, size_t n) {
 }
 
 char *nvf_recipe_to_json(const nvf_recipe *r) {
-    static const char *const methods[] = {"rtn", "4over6"}, *const errors[] = {"mse", "mae"},
+    static const char *const methods[] = {"rtn", "4over6", "rtn"},
+                             *const ariths[] = {"flashinfer", "modelopt"},
+                             *const errors[] = {"mse", "mae"},
                              *const domains[] = {"scaled", "original"},
                              *const targets[] = {"modelopt", "prepared-w4a16", "prepared-w4a4"},
                              *const layouts[] = {"128x4", "8x4"};
@@ -326,6 +372,7 @@ char *nvf_recipe_to_json(const nvf_recipe *r) {
         !cJSON_AddStringToObject(q, "error", errors[r->quant.error]) ||
         !cJSON_AddStringToObject(q, "error_domain", domains[r->quant.domain]) ||
         !cJSON_AddNumberToObject(q, "e4m3_max", r->quant.e4m3_max) ||
+        !cJSON_AddStringToObject(q, "arithmetic", ariths[r->arith]) ||
         !(s = cJSON_AddObjectToObject(root, "scope")) ||
         add_globs(s, "include", r->include, r->n_include) < 0 ||
         add_globs(s, "exclude", r->exclude, r->n_exclude) < 0 ||

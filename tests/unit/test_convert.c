@@ -41,7 +41,7 @@ static void test_modelopt_pack(void) {
     j.members[1].src.cols = 16;
     j.members[1].split = 1;
     memset(buf, 0xEE, sizeof buf);
-    cv_target_modelopt.pack_job(buf, &j, packed, sc, 4.0f);
+    cv_target_modelopt.pack_job(buf, &j, packed, sc, 0.25f); /* weight_scale_2 as given */
     const uint32_t quarter = 0x3E800000u, two = 0x40000000u; /* 0.25f = 1/4, 2.0f */
     CHECK(memcmp(buf, codes[0], 32) == 0 && memcmp(buf + 32, scales[0], 4) == 0);
     CHECK_EQ_U64(le32(buf + 36), quarter);

@@ -28,7 +28,8 @@ static void test_defaults(void) {
     CHECK(r.verify_tokens == 64 && r.verify_seed == 0);
     char *js = nvf_recipe_to_json(&r);
     CHECK_EQ_STR(js, "{\"version\":1,\"quantization\":{\"method\":\"4over6\",\"error\":\"mse\","
-                     "\"error_domain\":\"scaled\",\"e4m3_max\":256},\"scope\":{\"include\":[\"*."
+                     "\"error_domain\":\"scaled\",\"e4m3_max\":256,\"arithmetic\":\"flashinfer\"},"
+                     "\"scope\":{\"include\":[\"*."
                      "mlp.experts.*\"],\"exclude\":[]},\"target\":{\"format\":\"modelopt\","
                      "\"scale_layout\":\"128x4\",\"ep\":1},\"output\":{\"max_shard_size\":"
                      "\"5GB\"},\"verify\":{\"tokens\":64,\"seed\":0}}");
@@ -169,7 +170,7 @@ static void test_flags(void) {
     size_t n = 0;
     for (const char *const *f = nvf_recipe_flags(); *f; f++, n++)
         CHECK_MSG(nvf_recipe_set(&r, *f, "zzz") == NVF_E_CONFIG, "flag %s", *f);
-    CHECK(n == 10);
+    CHECK(n == 11);
     char *js = nvf_recipe_to_json(&r);
     CHECK_CONTAINS(js, "\"method\":\"4over6\",\"error\":\"mae\",\"error_domain\":\"original\","
                        "\"e4m3_max\":256");

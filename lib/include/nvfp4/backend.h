@@ -7,8 +7,9 @@
  *
  * Operations (a later issue adds `moe_gemm`):
  *   1. amax: maximum magnitude of a source (after FP8-block dequantization);
- *   2. quantize: NVFP4 codes and block scales of a source with a given global scale;
- *   3. quantize_group: amax over every member, the global scale from it, then each member
+ *   2. quantize: NVFP4 codes and block scales of a source with a given group scale
+ *      (nvf_quant_group_scale: FlashInfer's global scale, or ModelOpt's sf2);
+ *   3. quantize_group: amax over every member, the group scale from it, then each member
  *      quantized with it (an expert's gate+up, q/k/v): on a GPU each member is uploaded once;
  *   4. dequant_bf16: an FP8 (block- or tensor-scaled) or plain source written as BF16:
  *      bf16(RN(f32(value) * scale));
@@ -67,8 +68,8 @@ int nvf_backend_amax(nvf_backend *b, float *out, const nvf_quant_source *s, int 
                      const char *name);
 
 /**
- * Quantize a checked source with global scale `gs` into host memory owned by the caller:
- * `packed` rows*cols/2 bytes, `scales` rows*cols/16 bytes (layout in nvfp4/quant.h).
+ * Quantize a checked source with group scale `gs` (nvf_quant_group_scale) into host memory owned by
+ * the caller: `packed` rows*cols/2 bytes, `scales` rows*cols/16 bytes (layout in nvfp4/quant.h).
  * @return 0, NVF_E_NOMEM, NVF_E_CUDA.
  */
 int nvf_backend_quantize(nvf_backend *b, uint8_t *packed, uint8_t *scales,
@@ -76,8 +77,8 @@ int nvf_backend_quantize(nvf_backend *b, uint8_t *packed, uint8_t *scales,
 
 /**
  * Quantize `n` checked sources as one global-scale group: amax over all of them (NaN/Inf as in
- * nvf_backend_amax, the message naming names[k]), gs = nvf_quant_global_scale(amax,
- * p->e4m3_max) into *out_gs, then member k into packed[k] / scales[k].
+ * nvf_backend_amax, the message naming names[k]), gs = nvf_quant_group_scale(amax, p) into
+ * *out_gs, then member k into packed[k] / scales[k].
  * @return 0, NVF_E_NONFINITE, NVF_E_NOMEM, NVF_E_CUDA.
  */
 int nvf_backend_quantize_group(nvf_backend *b, float *out_gs, uint8_t *const *packed,

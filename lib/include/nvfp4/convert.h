@@ -156,7 +156,8 @@ typedef struct nvf_quantize_file_tensor {
     const char *source;
     char *group; /* NVF_QUANTIZE_QUANT: the global-scale group key; owned; else NULL */
     float amax;  /* NVF_QUANTIZE_QUANT: of this tensor */
-    float gs;    /* NVF_QUANTIZE_QUANT: the group's global (encode) scale */
+    float gs;    /* NVF_QUANTIZE_QUANT: the group's scale (nvf_quant_group_scale: the global
+                    encode scale; ModelOpt's arithmetic: sf2) */
 } nvf_quantize_file_tensor;
 
 typedef struct nvf_quantize_file_summary {

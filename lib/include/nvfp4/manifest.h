@@ -82,6 +82,13 @@ nvf_manifest *nvf_manifest_new(void);
 void nvf_manifest_free(nvf_manifest *m);
 
 /**
+ * The recipe a conversion recorded (the object of nvf_recipe_to_json), as JSON text.
+ * @return a string the caller frees with free(); NULL when the manifest has none (written by
+ * `hash`) or on no memory.
+ */
+char *nvf_manifest_recipe_json(const nvf_manifest *m);
+
+/**
  * Move what a conversion recorded (recipe, target, source files, summary) from `from` to `m`,
  * replacing m's; `from` is left with none of them, its files and tensors unchanged. `hash`
  * uses it to rehash a converted checkpoint without losing where it came from.

@@ -9,7 +9,8 @@
  *      high nibble (E2M1 codes, see format.h).
  *   2. scales: F8_E4M3 [rows, cols/16], row-major ("linear"): the scale of block b of row r at
  *      r * cols/16 + b.
- *   3. scale_2: one F32 per quantization group, RN(1 / gs) (nvf_quant_decode_scale).
+ *   3. scale_2: one F32 per quantization group, RN(1 / gs) (nvf_quant_decode_scale); with
+ *      ModelOpt's arithmetic its sf2 (nvf_quant_group_decode).
  * Dequantization: w = RN(RN(e2m1(code) * f32(scale)) * scale_2).
  */
 #ifndef NVFP4_QUANT_H
@@ -40,9 +41,28 @@ float nvf_quant_global_scale(float amax, int32_t e4m3_max);
 float nvf_quant_decode_scale(float gs);
 
 /**
- * Quantize one block of NVF_BLOCK (16) values with global scale `gs`: nvf_qb_quantize of the
- * shared block header (nvfp4/quant_block.h), which device code includes directly.
- * Writes 8 packed bytes to `packed` and the E4M3 scale byte to `*scale`.
+ * The scale of a quantization group with maximum magnitude `amax` in the arithmetic of `p`,
+ * which every `gs` argument below takes: nvf_quant_global_scale(amax, p->e4m3_max), or for
+ * NVF_QUANT_METHOD_RTN_MODELOPT ModelOpt's sf2 = RN(amax / 2688) (SPEC section 4).
+ * @return the group scale.
+ */
+float nvf_quant_group_scale(float amax, const nvf_quant_params *p);
+
+/** The `weight_scale_2` of group scale `g` (nvf_quant_group_scale): RN(1 / gs), or ModelOpt's
+ * sf2 as it is. */
+float nvf_quant_group_decode(float g, const nvf_quant_params *p);
+
+/**
+ * 1 when group scale `g` is ModelOpt's sf2 = 0 (an all-zero group, where ModelOpt would write
+ * NaN scales): the group is then written as the default arithmetic writes it, and the caller
+ * warns. @return 1 or 0.
+ */
+int nvf_quant_group_fallback(float g, const nvf_quant_params *p);
+
+/**
+ * Quantize one block of NVF_BLOCK (16) values with group scale `gs` (nvf_quant_group_scale):
+ * nvf_qb_quantize of the shared block header (nvfp4/quant_block.h), which device code includes
+ * directly. Writes 8 packed bytes to `packed` and the E4M3 scale byte to `*scale`.
  */
 void nvf_quant_block_ref(uint8_t *packed, uint8_t *scale, const float *x, float gs,
                          const nvf_quant_params *p);
@@ -132,10 +152,10 @@ int nvf_quant_amax_ref(float *out, const nvf_quant_source *s, int allow_nonfinit
                        const char *name);
 
 /**
- * Quantize a (checked) source with global scale `gs`: `packed` gets rows * cols/2 bytes,
- * `scales` rows * cols/16 bytes (layout at the top of this file). Rows are split over at most
- * `threads` threads of the global pool (<= 0 or more than it has: all of them); the bytes do
- * not depend on the thread count.
+ * Quantize a (checked) source with group scale `gs` (nvf_quant_group_scale): `packed` gets rows *
+ * cols/2 bytes, `scales` rows * cols/16 bytes (layout at the top of this file). Rows are split over
+ * at most `threads` threads of the global pool (<= 0 or more than it has: all of them); the bytes
+ * do not depend on the thread count.
  * @return 0 or NVF_E_NOMEM.
  */
 int nvf_quant_source_ref(uint8_t *packed, uint8_t *scales, const nvf_quant_source *s, float gs,

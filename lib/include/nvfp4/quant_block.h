@@ -4,8 +4,9 @@
  * static inline, compiled as C11 on the host and as device code by nvcc.
  *
  * One block:
- *   1. in: 16 binary32 values x[0..15] (consecutive along the input dimension), the global
- *      encode scale gs and the recipe (method, error, domain), together in nvf_qb_consts;
+ *   1. in: 16 binary32 values x[0..15] (consecutive along the input dimension), the group's
+ *      scale (nvf_qb_group_scale: the global encode scale gs, or ModelOpt's decode scale sf2)
+ *      and the recipe (method, error, domain), together in nvf_qb_consts;
  *   2. out: 8 bytes of E2M1 codes (element 2j in the low nibble of byte j, 2j+1 in the high
  *      nibble) and one E4M3 scale byte.
  *
@@ -14,7 +15,8 @@
  * nvf_qb_mul/add/sub/div/rcp helpers, which are __fmul_rn and friends on the device and the
  * plain operators on the host, where the build forbids contraction (-ffp-contract=off). The
  * E4M3 conversions are the hardware's on the device (exact, satfinite) and format.h's integer
- * code on the host; both give the same bytes.
+ * code on the host; both give the same bytes. NVF_QUANT_METHOD_RTN_MODELOPT is ModelOpt's export
+ * arithmetic instead (SPEC section 4 "ModelOpt arithmetic"): the same helpers, true divisions.
  *
  * The kernels' fast path (kernels/quant_math.h) and the CPU's vectorized row path
  * (lib/quant/quant_rows.c) are built on these functions and return the same bytes; W4A4
@@ -131,12 +133,49 @@ NVF_HOST_DEVICE static inline float nvf_qb_decode_scale(float gs) {
     return nvf_qb_rcp(gs);
 }
 
-/** Per-tensor constants of the block arithmetic: the global scale, what follows from it, and
- * the recipe. Made by nvf_qb_consts_make. */
+/* Group scale ------------------------------------------------------------------------------- */
+
+/* ModelOpt's 6 * 448: sf2 = RN(amax / 2688). */
+#define NVF_QB_MODELOPT_DIV 2688.0f
+
+/**
+ * The scale of a quantization group with largest magnitude `amax` as the block arithmetic of
+ * `p` takes it (the `gs` of nvf_backend_quantize and nvf_quant_source_ref): FlashInfer's global
+ * encode scale nvf_qb_global_scale(amax, E); for NVF_QUANT_METHOD_RTN_MODELOPT ModelOpt's
+ * sf2 = RN(amax / 2688), which is also its decode scale. sf2 is 0 for an all-zero group (and
+ * for an amax below 2^-149 * 1344), where ModelOpt would write NaN scales: such a group is
+ * quantized as the default arithmetic quantizes it (nvf_qb_group_fallback).
+ */
+NVF_HOST_DEVICE static inline float nvf_qb_group_scale(float amax, const nvf_quant_params *p) {
+    if (p->method == NVF_QUANT_METHOD_RTN_MODELOPT)
+        return nvf_qb_div(amax, NVF_QB_MODELOPT_DIV);
+    return nvf_qb_global_scale(amax, p->e4m3_max);
+}
+
+/** 1 when group scale `g` of recipe `p` is ModelOpt's sf2 = 0: the group is quantized and
+ * written as FlashInfer's RTN writes an all-zero group (gs = FLT_MAX). */
+NVF_HOST_DEVICE static inline int nvf_qb_group_fallback(float g, const nvf_quant_params *p) {
+    return p->method == NVF_QUANT_METHOD_RTN_MODELOPT && g == 0.0f;
+}
+
+/** The decode scale written as `weight_scale_2` for group scale `g` (nvf_qb_group_scale):
+ * RN(1 / gs); ModelOpt's sf2 as it is (RN(1 / FLT_MAX) for the fallback group). */
+NVF_HOST_DEVICE static inline float nvf_qb_group_decode(float g, const nvf_quant_params *p) {
+    if (nvf_qb_group_fallback(g, p))
+        return nvf_qb_decode_scale(FLT_MAX);
+    if (p->method == NVF_QUANT_METHOD_RTN_MODELOPT)
+        return g;
+    return nvf_qb_decode_scale(g);
+}
+
+/** Per-tensor constants of the block arithmetic: the group scale, what follows from it, and
+ * the recipe. Made by nvf_qb_consts_make. For NVF_QUANT_METHOD_RTN_MODELOPT the three scales
+ * are sf2, sf2 (the decode scale, as rcp_gs is for FlashInfer) and RN(6 * sf2). */
 typedef struct nvf_qb_consts {
-    float gs;      /* global encode scale */
-    float rcp_gs;  /* RN(1 / gs) */
-    float rtn_mul; /* RN(gs * RN(1 / 6)), RTN's block scale factor */
+    float gs;      /* global encode scale (ModelOpt: sf2) */
+    float rcp_gs;  /* RN(1 / gs), the decode scale (ModelOpt: sf2) */
+    float rtn_mul; /* RN(gs * RN(1 / 6)), RTN's block scale factor (ModelOpt: the divisor
+                      RN(6 * sf2)) */
     nvf_quant_method method;
     nvf_quant_error error;   /* 4over6 only */
     nvf_quant_domain domain; /* 4over6 only */
@@ -148,11 +187,24 @@ _Static_assert(sizeof(nvf_qb_consts) == 24, "nvf_qb_consts is six 32-bit fields"
 static_assert(sizeof(nvf_qb_consts) == 24, "nvf_qb_consts is six 32-bit fields");
 #endif
 
-/** The constants of global scale `gs` and a recipe. */
+/** The constants of group scale `gs` (nvf_qb_group_scale) and a recipe. ModelOpt's sf2 = 0
+ * gives FlashInfer's RTN with gs = FLT_MAX (nvf_qb_group_fallback). */
 NVF_HOST_DEVICE static inline nvf_qb_consts nvf_qb_consts_make(float gs, nvf_quant_method method,
                                                                nvf_quant_error error,
                                                                nvf_quant_domain domain) {
     nvf_qb_consts k;
+    if (method == NVF_QUANT_METHOD_RTN_MODELOPT && gs == 0.0f) {
+        gs = FLT_MAX;
+        method = NVF_QUANT_METHOD_RTN;
+    }
+    if (method == NVF_QUANT_METHOD_RTN_MODELOPT) {
+        k.gs = k.rcp_gs = gs;
+        k.rtn_mul = nvf_qb_mul(6.0f, gs);
+        k.method = method;
+        k.error = error;
+        k.domain = domain;
+        return k;
+    }
     k.gs = gs;
     k.rcp_gs = nvf_qb_rcp(gs);
     k.rtn_mul = nvf_qb_mul(gs, nvf_qb_rcp(6.0f));
@@ -195,6 +247,18 @@ NVF_HOST_DEVICE static inline float nvf_qb_sf6h(float vmax, float gs) {
     if (vmax == 0.0f)
         return 0.0f;
     return nvf_qb_mul(nvf_qb_div(vmax, 6.0f), gs);
+}
+
+/**
+ * ModelOpt's block scale byte: s = RN(vmax / div) with div = RN(6 * sf2); s = 1 where that is
+ * 0 (an all-zero block: byte 0x38); s = max(s, 2^-9), so that a tiny block keeps at least the
+ * smallest subnormal (0x01); then clamped at 448 and encoded as every scale is.
+ */
+NVF_HOST_DEVICE static inline uint8_t nvf_qb_modelopt_scale(float vmax, float div) {
+    float s = nvf_qb_div(vmax, div);
+    s = s == 0.0f ? 1.0f : s;
+    s = s < 0x1p-9f ? 0x1p-9f : s;
+    return nvf_qb_scale_encode(s);
 }
 
 /* E2M1 rounding and candidate error --------------------------------------------------------- */
@@ -253,6 +317,8 @@ NVF_HOST_DEVICE static inline uint8_t nvf_qb_block_scale(const float *x, const n
     float vmax = nvf_qb_vmax(x);
     if (k->method == NVF_QUANT_METHOD_RTN)
         return nvf_qb_scale_encode(nvf_qb_mul(vmax, k->rtn_mul));
+    if (k->method == NVF_QUANT_METHOD_RTN_MODELOPT)
+        return nvf_qb_modelopt_scale(vmax, k->rtn_mul);
     float sf6h = nvf_qb_sf6h(vmax, k->gs);
     float sf4h = nvf_qb_mul(sf6h, 1.5f);
     uint8_t sf6 = nvf_qb_scale_encode(sf6h), sf4 = nvf_qb_scale_encode(sf4h);
@@ -272,6 +338,16 @@ NVF_HOST_DEVICE static inline void nvf_qb_block_codes(uint32_t *w, const float *
     }
 }
 
+/** ModelOpt's codes: code i = e2m1(RN(x[i] / dec)) with dec = RN(f32(sf) * sf2), a true
+ * division (the words as nvf_qb_block_codes writes them). */
+NVF_HOST_DEVICE static inline void nvf_qb_block_codes_div(uint32_t *w, const float *x, float dec) {
+    w[0] = w[1] = 0;
+    for (int i = 0; i < NVF_BLOCK; i++) {
+        uint32_t code = nvf_e2m1_encode(nvf_qb_div(x[i], dec));
+        w[i >> 3] |= code << (4 * (i & 7));
+    }
+}
+
 /**
  * Quantize one block as two words (the packed bytes little-endian, for 8-byte stores) and
  * return its scale byte.
@@ -279,6 +355,10 @@ NVF_HOST_DEVICE static inline void nvf_qb_block_codes(uint32_t *w, const float *
 NVF_HOST_DEVICE static inline uint8_t nvf_qb_quantize_words(uint32_t *w, const float *x,
                                                             const nvf_qb_consts *k) {
     uint8_t sf = nvf_qb_block_scale(x, k);
+    if (k->method == NVF_QUANT_METHOD_RTN_MODELOPT) {
+        nvf_qb_block_codes_div(w, x, nvf_qb_mul(nvf_qb_e4m3_to_f32(sf), k->gs));
+        return sf;
+    }
     nvf_qb_block_codes(w, x, nvf_qb_scale_enc(nvf_qb_e4m3_to_f32(sf), k->rcp_gs));
     return sf;
 }

@@ -9,11 +9,22 @@
 
 #include <stdint.h>
 
-/** How a block's scale is chosen. */
+/** How a block's scale is chosen, and with whose arithmetic. */
 typedef enum nvf_quant_method {
     NVF_QUANT_METHOD_RTN = 0,    /* plain NVFP4: one scale candidate per block */
     NVF_QUANT_METHOD_4OVER6 = 1, /* two candidates (max maps to 6 or to 4), lower error wins */
+    /* plain NVFP4 in ModelOpt's export arithmetic (SPEC section 4 "ModelOpt arithmetic"): the
+     * recipe's `method: rtn` with `arithmetic: modelopt`. Its group scale is the decode scale
+     * sf2 = RN(amax / 2688) itself and its blocks divide by it; a method of its own (not a fifth
+     * field) because ModelOpt exports only RTN this way and the kernels dispatch on the method. */
+    NVF_QUANT_METHOD_RTN_MODELOPT = 2,
 } nvf_quant_method;
+
+/** Whose operations produce the bytes (`quantization.arithmetic` of a recipe). */
+typedef enum nvf_quant_arith {
+    NVF_QUANT_ARITH_FLASHINFER = 0, /* FlashInfer's exact reference (the default) */
+    NVF_QUANT_ARITH_MODELOPT = 1, /* ModelOpt's export (RTN only: NVF_QUANT_METHOD_RTN_MODELOPT) */
+} nvf_quant_arith;
 
 /** The error measure that picks a 4over6 candidate. */
 typedef enum nvf_quant_error {
@@ -43,12 +54,12 @@ typedef struct nvf_quant_params {
 
 #ifndef __cplusplus
 _Static_assert(sizeof(nvf_quant_method) == 4 && sizeof(nvf_quant_error) == 4 &&
-                   sizeof(nvf_quant_domain) == 4,
+                   sizeof(nvf_quant_domain) == 4 && sizeof(nvf_quant_arith) == 4,
                "the quantization enums are passed to kernels as 32-bit values");
 _Static_assert(sizeof(nvf_quant_params) == 16, "nvf_quant_params is four 32-bit fields");
 #else
 static_assert(sizeof(nvf_quant_method) == 4 && sizeof(nvf_quant_error) == 4 &&
-                  sizeof(nvf_quant_domain) == 4,
+                  sizeof(nvf_quant_domain) == 4 && sizeof(nvf_quant_arith) == 4,
               "the quantization enums are passed to kernels as 32-bit values");
 static_assert(sizeof(nvf_quant_params) == 16, "nvf_quant_params is four 32-bit fields");
 #endif

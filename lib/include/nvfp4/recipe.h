@@ -5,13 +5,15 @@
  * The file, every key optional (a missing key or section takes its default):
  *   version: 1
  *   quantization: {method: 4over6|rtn, error: mse|mae, error_domain: scaled|original,
- *                  e4m3_max: 256|448}
+ *                  e4m3_max: 256|448, arithmetic: flashinfer|modelopt}
  *   scope: {include: [GLOB, ...], exclude: [GLOB, ...]}
  *   target: {format: modelopt|prepared-w4a16|prepared-w4a4, scale_layout: 128x4|8x4, ep: N}
  *   output: {max_shard_size: SIZE}      # "5GB", "512MiB" or a byte count
  *   verify: {tokens: N, seed: N}
  * When e4m3_max is not given it follows the method: 256 for 4over6 (SGLang's validated
- * default), 448 for rtn (plain NVFP4 as ModelOpt writes it).
+ * default), 448 for rtn (plain NVFP4 as ModelOpt writes it). `arithmetic: modelopt` (ModelOpt's
+ * own export operations, byte for byte) makes the method rtn unless one is given, and takes
+ * rtn with e4m3_max 448 only (nvf_recipe_check).
  */
 #ifndef NVFP4_RECIPE_H
 #define NVFP4_RECIPE_H
@@ -38,9 +40,11 @@ typedef enum nvf_scale_layout {
 
 typedef struct nvf_recipe {
     int32_t version;
-    nvf_quant_params quant;
-    int e4m3_max_set; /* 0: quant.e4m3_max follows quant.method */
-    char **include;   /* globs, owned */
+    nvf_quant_params quant; /* quant.method RTN_MODELOPT: `method: rtn, arithmetic: modelopt` */
+    int e4m3_max_set;       /* 0: quant.e4m3_max follows quant.method */
+    int method_set;         /* 0: `arithmetic: modelopt` makes the method rtn */
+    nvf_quant_arith arith;  /* quantization.arithmetic */
+    char **include;         /* globs, owned */
     size_t n_include;
     char **exclude; /* globs, owned */
     size_t n_exclude;
@@ -75,11 +79,18 @@ int nvf_recipe_parse(nvf_recipe *r, const char *text, size_t len, const char *na
 
 /**
  * Override one key from the command line. `flag` is the flag name without dashes (method,
- * error, error-domain, e4m3-max, target, scale-layout, ep, max-shard-size, tokens, seed) and
- * `value` its text, parsed as in a recipe file.
+ * error, error-domain, e4m3-max, arithmetic, target, scale-layout, ep, max-shard-size, tokens,
+ * seed) and `value` its text, parsed as in a recipe file.
  * @return 0; NVF_E_INVALID for an unknown flag; NVF_E_CONFIG for a bad value ("--FLAG: ...").
  */
 int nvf_recipe_set(nvf_recipe *r, const char *flag, const char *value);
+
+/**
+ * Check the keys that depend on each other, once the file and the flags are in: `arithmetic:
+ * modelopt` takes `method: rtn` and `e4m3_max: 448` (SPEC section 4).
+ * @return 0, or NVF_E_CONFIG saying which key conflicts.
+ */
+int nvf_recipe_check(const nvf_recipe *r);
 
 /**
  * Replace the include (`exclude` = 0) or exclude (`exclude` = 1) globs with `n` copies of

@@ -7,7 +7,8 @@ tests/cli/quantize/ref_quant.py, gate/up sharing one global scale, fused 3-D exp
 expert; then compares names, dtypes, shapes and bytes of every tensor, the index (every tensor
 once, total_size), config.json and hf_quant_config.json.
 
-Usage: check_convert.py SRC DST [--method M --error E --domain D --emax N]
+Usage: check_convert.py SRC DST [--method M --error E --domain D --emax N]   (M: rtn, 4over6,
+                                 or modelopt: RTN in ModelOpt's arithmetic)
                                 [--include GLOB]... [--exclude GLOB]... [--keep-source-precision]
                                 [--input-amax FILE]
 """
@@ -177,12 +178,12 @@ def main():
             want[name] = src[name]
     for key, members in linears.items():
         amax = max(abs(x) for m in members for x in m[3])
-        gs = rq.global_scale(amax, a.emax)
-        s2 = struct.pack('<f', rq.f32(1.0 / gs))
+        gs, meth, s2 = rq.group_scale(amax, a.method, a.emax)
+        s2 = struct.pack('<f', s2)
         ia = max([amax_in[m[0]] for m in members if m[0] in amax_in] or [0])
         isc = struct.pack('<f', rq.f32(rq.f32(ia) / 2688.0) if ia else 1.0)
         for module, r, c, v in members:
-            packed, scales = rq.quantize([v[i * c:(i + 1) * c] for i in range(r)], gs, a.method,
+            packed, scales = rq.quantize([v[i * c:(i + 1) * c] for i in range(r)], gs, meth,
                                          a.error, a.domain)
             want[module + '.weight'] = ('U8', [r, c // 2], packed)
             want[module + '.weight_scale'] = ('F8_E4M3', [r, c // 16], scales)

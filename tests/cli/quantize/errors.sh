@@ -66,7 +66,10 @@ expect 2 "give --device cuda" -- "$NVFP4TOOL" bench moe
 import json, sys
 b = json.load(open(sys.argv[1]))
 assert b["device"] == "cpu" and b["dtype"] == "BF16", b
-assert len(b["results"]) == 10, b
+assert len(b["results"]) == 12, b
+assert sorted({r["method"] for r in b["results"]}) == [
+    "4over6 mae original", "4over6 mae scaled", "4over6 mse original", "4over6 mse scaled",
+    "rtn", "rtn modelopt"], b
 assert all(r["gb_per_s"] > 0 for r in b["results"]), b
 PY
 echo ok

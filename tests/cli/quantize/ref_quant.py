@@ -11,7 +11,9 @@ Usage:
   ref_quant.py make IN.safetensors          write a small test input (several dtypes, hard cases)
   ref_quant.py check IN OUT METHOD ERROR DOMAIN E4M3_MAX
                                             recompute every quantized tensor of IN and compare
-                                            OUT byte for byte (tensors, dtypes, shapes, scales)
+                                            OUT byte for byte (tensors, dtypes, shapes, scales);
+                                            METHOD rtn, 4over6 or modelopt (RTN in ModelOpt's
+                                            export arithmetic, SPEC section 4)
 """
 import json
 import math
@@ -116,14 +118,42 @@ def global_scale(amax, emax):
     return 1.0 if gs == 0 else gs
 
 
+def group_scale(amax, method, emax):
+    """(scale the blocks take, the method they are quantized with, weight_scale_2) of a group.
+    modelopt: sf2 = RN(amax / 2688) for both, stored as it is; an all-zero group (sf2 = 0) is
+    written as the default arithmetic's RTN writes it (gs = FLT_MAX)."""
+    if method == 'modelopt':
+        sf2 = f32(amax / 2688.0)
+        if sf2 != 0:
+            return sf2, method, sf2
+        method = 'rtn'
+    gs = global_scale(amax, emax)
+    return gs, method, f32(1.0 / gs)
+
+
 def enc_of(sf_byte, rcp_gs):
     d = f32(e4m3_decode(sf_byte) * rcp_gs)
     e = f32(1.0 / d) if d != 0 else math.inf
     return min(e, FLT_MAX)
 
 
+def modelopt_block(x, sf2):
+    """ModelOpt's export: s = RN(vmax / RN(6 sf2)), 1 where 0, at least 2^-9; codes of
+    RN(x / RN(f32(sf) sf2)), true divisions."""
+    vmax = max(abs(v) for v in x)
+    s = f32(vmax / f32(6.0 * sf2))
+    if s == 0:
+        s = 1.0
+    s = max(s, 2.0 ** -9)
+    sf = e4m3_encode(min(s, 448.0))
+    dec = f32(e4m3_decode(sf) * sf2)
+    return [e2m1_encode(f32(v / dec)) for v in x], sf
+
+
 def quant_block(x, gs, method, error, domain):
-    """Returns (codes[16], scale byte)."""
+    """Returns (codes[16], scale byte). For method modelopt, gs is sf2."""
+    if method == 'modelopt':
+        return modelopt_block(x, gs)
     vmax = max(abs(v) for v in x)
     rcp = f32(1.0 / gs)
     if method == 'rtn':
@@ -286,14 +316,14 @@ def check(inp, outp, method, error, domain, emax):
     expected_names = set()
     for key, members in groups_of(sorted(values)).items():
         amax = max(abs(v) for m in members for v in values[m][1])
-        gs = global_scale(amax, emax)
+        gs, meth, s2 = group_scale(amax, method, emax)
         for m in members:
             shape, vals = values[m]
             r, c = shape
             rows = [vals[i * c:(i + 1) * c] for i in range(r)]
-            packed, scales = quantize(rows, gs, method, error, domain)
+            packed, scales = quantize(rows, gs, meth, error, domain)
             want = {m: ('U8', [r, c // 2], packed), m + '_scale': ('F8_E4M3', [r, c // 16], scales),
-                    m + '_scale_2': ('F32', [], struct.pack('<f', f32(1.0 / gs)))}
+                    m + '_scale_2': ('F32', [], struct.pack('<f', s2))}
             for n, w in want.items():
                 expected_names.add(n)
                 if n not in out:
