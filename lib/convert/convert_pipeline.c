@@ -1,9 +1,9 @@
 /*
  * The conversion pipeline (SPEC section 6):
  *   - compute workers take the jobs of shards not reused in order (one worker per --devices
- *     entry, each with its own backend; one device: a single worker) and compute each buffered
- *     job (quantize, dequantize) into a buffer; a worker waits while the buffers in flight
- *     exceed --max-host-memory (one job always proceeds);
+ *     CPU entry and CUDA_WORKERS per GPU, each with its own backend; one CPU: a single
+ *     worker) and compute each buffered job (quantize, dequantize) into a buffer; a worker
+ *     waits while the buffers in flight exceed --max-host-memory (one job always proceeds);
  *   - the writer thread takes the jobs in order and writes each job's pieces of output tensors
  *     at their offsets (copied tensors are streamed from the source mapping in chunks); a shard
  *     goes to a hasher as it is opened (at most HASHERS pending: the writer waits beyond that),
@@ -427,41 +427,59 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+/* Compute workers per GPU: one worker's host side (source pages into staging, the packed job
+ * out) cannot keep a GPU busy, so several share it, each with its own backend (streams, staging).
+ * NVFP4_CUDA_WORKERS overrides the default (1 to 16). */
+#define CUDA_WORKERS 4
+
+static size_t cuda_workers(void) {
+    const char *e = getenv("NVFP4_CUDA_WORKERS");
+    long v = e ? strtol(e, NULL, 10) : CUDA_WORKERS;
+    return v >= 1 && v <= 16 ? (size_t)v : CUDA_WORKERS;
+}
+
 /*
- * Run the compute workers: the calling thread alone for one device, else one thread per
- * --devices entry (CPU entries share the CPU threads). The first failure, in worker order, is
- * the one reported.
+ * Run the compute workers: the calling thread alone for one CPU device, else one thread per
+ * --devices CPU entry (sharing the CPU threads) and cuda_workers() threads per GPU. Worker k of
+ * n takes the live jobs k, k + n, ...; the writer takes them in order, so the output does not
+ * depend on the split. The first failure, in worker order, is the one reported.
  */
 static int compute_all(pipeline *pl) {
     const nvf_convert_options *o = pl->r->opt;
-    size_t n = o->n_devices > 1 ? o->n_devices : 1;
+    size_t n_dev = o->n_devices > 1 ? o->n_devices : 1;
+    const nvf_device *devs = o->n_devices >= 1 ? o->devices : &o->device;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = o->threads > 0 ? o->threads : (int)(cores > 0 ? cores : 1);
+    size_t per_gpu = cuda_workers(), n = 0, n_cpu = 0;
+    for (size_t i = 0; i < n_dev; i++) {
+        n_cpu += devs[i].kind == NVF_DEVICE_CPU;
+        n += devs[i].kind == NVF_DEVICE_CPU ? 1 : per_gpu;
+    }
     if (n == 1) {
-        int rc = produce(pl, o->n_devices == 1 ? &o->devices[0] : &o->device, o->threads, 0, 1);
+        int rc = produce(pl, &devs[0], o->threads, 0, 1);
         if (rc != NVF_OK)
             signal_all(pl, &pl->compute_failed);
         return rc;
     }
-    size_t n_cpu = 0;
-    for (size_t i = 0; i < n; i++)
-        n_cpu += o->devices[i].kind == NVF_DEVICE_CPU;
     worker *wk = calloc(n, sizeof *wk);
     pthread_t *tid = calloc(n, sizeof *tid);
     int rc = NVF_OK;
     size_t started = 0;
     if (!wk || !tid)
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for %zu compute workers", n);
-    for (size_t i = 0; rc == NVF_OK && i < n; i++) {
-        wk[i].pl = pl;
-        wk[i].device = o->devices[i];
-        wk[i].threads = n_cpu ? (threads / (int)n_cpu > 0 ? threads / (int)n_cpu : 1) : 1;
-        wk[i].k = i;
-        wk[i].n = n;
-        if (pthread_create(&tid[i], NULL, worker_main, &wk[i]) != 0)
-            rc = nvf_error_set(NVF_E_NOMEM, "cannot start compute worker %zu", i);
-        else
-            started++;
+    for (size_t i = 0, k = 0; rc == NVF_OK && i < n_dev; i++) {
+        size_t copies = devs[i].kind == NVF_DEVICE_CPU ? 1 : per_gpu;
+        for (size_t c = 0; rc == NVF_OK && c < copies; c++, k++) {
+            wk[k].pl = pl;
+            wk[k].device = devs[i];
+            wk[k].threads = n_cpu ? (threads / (int)n_cpu > 0 ? threads / (int)n_cpu : 1) : 1;
+            wk[k].k = k;
+            wk[k].n = n;
+            if (pthread_create(&tid[k], NULL, worker_main, &wk[k]) != 0)
+                rc = nvf_error_set(NVF_E_NOMEM, "cannot start compute worker %zu", k);
+            else
+                started++;
+        }
     }
     if (rc != NVF_OK)
         signal_all(pl, &pl->compute_failed);
