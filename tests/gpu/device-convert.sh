@@ -119,6 +119,21 @@ if [ "$mode" = large ]; then
     else
         echo "tmpfs: no room for the output in memory; host-pipeline rate not measured"
     fi
+    # 5. Optional: the cached GPU run again for each compute-worker count of
+    #    NVFP4_CUDA_WORKER_SWEEP (e.g. "1 8"): what the workers per GPU buy.
+    for w in ${NVFP4_CUDA_WORKER_SWEEP:-}; do
+        rm -rf "$work/bigout"
+        cat "$big"/*.safetensors >/dev/null
+        t0=$(date +%s.%N)
+        NVFP4_CUDA_WORKERS=$w "$tool" convert "$big" "$work/bigout" "${devopt[@]}" --json --quiet \
+            >"$OUT/convert-warm.json" || rc=1
+        t1=$(date +%s.%N)
+        secs=$(calc "$t1 - $t0")
+        printf ' "cached_dev_workers_%s": {"convert_s": %.2f, "input_gbs": %.3f},\n' "$w" "$secs" \
+            "$(calc "$src_bytes / $secs / 1e9")" >>"$res"
+        printf 'cached, %s compute workers on the GPU: convert %.1f s = %.2f GB/s of input\n' "$w" \
+            "$secs" "$(calc "$src_bytes / $secs / 1e9")"
+    done
     rm -f "$OUT/convert-warm.json"
     rm -rf "$big" "$work/bigout"
 fi
