@@ -148,6 +148,13 @@ int cli_parse_size(uint64_t *out, const char *s);
 
 /* One function per command, cmd_<name>.c. */
 int cmd_inspect(int argc, char **argv);
+struct nvf_ckpt;
+/** inspect (cmd_inspect_made.c): the "quantization" section of the recipe in the manifest of
+ * this tool beside `ck` (method, arithmetic, ...) as a new object, or NULL (none, or a file). */
+cJSON *inspect_made_with(const struct nvf_ckpt *ck);
+/** Print "Made by nvfp4tool: method M, arithmetic A" when inspect_made_with() finds one. */
+void inspect_print_made_with(const struct nvf_ckpt *ck);
+
 /** inspect of a DST holding expert-parallel rank directories (cmd_inspect_ranks.c): *handled is
  * 1 when `dir` is one (and the exit code is returned), else 0. */
 int inspect_ranks(const char *dir, int json, int *handled);

@@ -211,37 +211,6 @@ static void print_globs(const char *what, const char *const *g, size_t n) {
         printf("%s%s", i ? ", " : "", g[i]);
 }
 
-/* The `quantization` section of the recipe that a conversion by this tool recorded in CKPT's
- * manifest (method, arithmetic, ...), or NULL: no manifest of ours, or a single file. */
-static cJSON *made_with(const nvf_ckpt *ck) {
-    size_t len = strlen(ck->path) + sizeof NVF_MANIFEST_NAME + 1;
-    char *path = ck->is_file ? NULL : malloc(len);
-    nvf_manifest *m = NULL;
-    cJSON *q = NULL;
-    if (path)
-        snprintf(path, len, "%s/%s", ck->path, NVF_MANIFEST_NAME);
-    if (path && nvf_manifest_read(&m, path) == NVF_OK) {
-        char *rj = nvf_manifest_recipe_json(m);
-        cJSON *r = rj ? cJSON_Parse(rj) : NULL;
-        q = cJSON_DetachItemFromObjectCaseSensitive(r, "quantization");
-        cJSON_Delete(r);
-        free(rj);
-    }
-    nvf_manifest_free(m);
-    free(path);
-    return q;
-}
-
-/* "method M, arithmetic A" of a made_with() section (a recipe without the key: flashinfer). */
-static void print_made_with(const nvf_ckpt *ck) {
-    cJSON *q = made_with(ck);
-    const char *meth = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(q, "method"));
-    const char *ar = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(q, "arithmetic"));
-    if (meth)
-        printf("Made by nvfp4tool: method %s, arithmetic %s\n", meth, ar ? ar : "flashinfer");
-    cJSON_Delete(q);
-}
-
 static void print_text(const nvf_ckpt *ck, const nvf_plan *p, const char *const *inc, size_t n_inc,
                        const char *const *exc, size_t n_exc, const reason_count *reasons,
                        size_t n_reasons) {
@@ -267,7 +236,7 @@ static void print_text(const nvf_ckpt *ck, const nvf_plan *p, const char *const 
                q->ep_rank, q->ep_size, q->expert_first, q->expert_first + q->expert_count - 1,
                q->expert_count);
     }
-    print_made_with(ck);
+    inspect_print_made_with(ck);
     if (q->n_ignore > 0) {
         printf("Left in source precision:");
         for (size_t i = 0; i < q->n_ignore; i++)
@@ -355,7 +324,7 @@ static cJSON *quant_json(const nvf_ckpt *ck) {
         cJSON_AddNullToObject(o, "block_size");
     }
     cJSON_AddBoolToObject(o, "scale_ue8m0", q->scale_ue8m0);
-    cJSON *mw = made_with(ck);
+    cJSON *mw = inspect_made_with(ck);
     cJSON_AddItemToObject(o, "made_with", mw ? mw : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "ignore", string_array((const char *const *)q->ignore, q->n_ignore));
     char *qc = NULL;

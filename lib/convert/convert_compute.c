@@ -8,6 +8,8 @@
  */
 #include "convert_internal.h"
 
+#include "ckpt/ckpt_source.h"
+
 #include "nvfp4/format.h"
 #include "nvfp4/log.h"
 #include "nvfp4/status.h"
@@ -92,7 +94,7 @@ static int compute_dequant(uint8_t *buf, const cv_run *r, nvf_backend *b, const 
             return nvf_error_set(NVF_E_INTERRUPTED, "interrupted while dequantizing '%s'",
                                  st->name);
         nvf_quant_source s;
-        cv_source_view(&s, r->ck, ti, st->ndim == 3 ? e : -1);
+        nvf_ckpt_source_view(&s, r->ck, ti, st->ndim == 3 ? e : -1);
         /* A matrix of a 3-D tensor is named NAME[e], so that [row, col] in a message is clear. */
         size_t len = strlen(st->name) + 24;
         char *name = malloc(len);

@@ -134,10 +134,6 @@ typedef struct cv_plan {
     nvf_convert_summary counts;
 } cv_plan;
 
-/** The 2-D source view of tensor `ti`: expert `e` of a 3-D tensor, or (e < 0) the tensor,
- * with its FP8 scale when it has one. */
-void cv_source_view(nvf_quant_source *s, const nvf_ckpt *ck, size_t ti, int64_t e);
-
 /** Build the jobs, outputs and shards of a conversion (deterministic): the modelopt plan. */
 int cv_plan_build(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *opt);
 

@@ -12,6 +12,8 @@
  */
 #include "convert_internal.h"
 
+#include "ckpt/ckpt_source.h"
+
 #include "io/json_strict.h"
 
 #include "nvfp4/fileio.h"
@@ -24,41 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static size_t scale_elem_size(nvf_dtype d) {
-    return d == NVF_DTYPE_F32 ? 4 : d == NVF_DTYPE_BF16 ? 2 : 1;
-}
-
-/* A scale of one element per matrix is a per-tensor scale: one block the size of the matrix;
- * anything else is a block scale of the checkpoint's block size. */
-void cv_source_view(nvf_quant_source *s, const nvf_ckpt *ck, size_t ti, int64_t e) {
-    const nvf_ckpt_tensor *t = &ck->tensors[ti];
-    const nvf_st_tensor *st = t->st;
-    int64_t mats = st->ndim == 3 ? st->shape[0] : 1;
-    memset(s, 0, sizeof *s);
-    s->dtype = st->dtype;
-    s->rows = st->ndim >= 2 ? st->shape[st->ndim - 2] : 1;
-    s->cols = st->ndim >= 1 ? st->shape[st->ndim - 1] : 1;
-    uint64_t esize = nvf_dtype_bits(st->dtype) / 8;
-    uint64_t mat_bytes = (uint64_t)s->rows * (uint64_t)s->cols * esize;
-    s->data = st->data + (e > 0 ? (uint64_t)e * mat_bytes : 0);
-    if (st->dtype != NVF_DTYPE_F8_E4M3 || t->scale == NVF_CKPT_NONE)
-        return;
-    const nvf_st_tensor *sc = ck->tensors[t->scale].st;
-    if (mats <= 0)
-        return; /* an empty fused tensor has no matrix to view (the plan copies it) */
-    uint64_t per = sc->numel / (uint64_t)mats;
-    s->scale_dtype = sc->dtype;
-    s->scale_numel = per;
-    s->scale = sc->data + (e > 0 ? (uint64_t)e * per * scale_elem_size(sc->dtype) : 0);
-    if (per == 1) {
-        s->block_rows = s->rows > 0 ? s->rows : 1;
-        s->block_cols = s->cols;
-    } else {
-        s->block_rows = ck->quant.block[0] > 0 ? ck->quant.block[0] : 128;
-        s->block_cols = ck->quant.block[1] > 0 ? ck->quant.block[1] : 128;
-    }
-}
 
 typedef cv_builder builder;
 
@@ -186,7 +153,7 @@ static int add_fused_jobs(builder *b, const cv_plan_hooks *hk, const nvf_ckpt *c
         m->tensor = ti;
         m->expert = e;
         m->split = gate_up;
-        cv_source_view(&m->src, ck, ti, e);
+        nvf_ckpt_source_view(&m->src, ck, ti, e);
         j->bytes_in = cv_source_bytes(ck, ti, E);
         m->module[0] = nvf_ckpt_fused_module(name, e, gate_up ? NVF_PROJ_GATE : NVF_PROJ_DOWN);
         m->module[1] = gate_up ? nvf_ckpt_fused_module(name, e, NVF_PROJ_UP) : NULL;
@@ -266,7 +233,7 @@ static int add_group_job(builder *b, const cv_plan_hooks *h, const nvf_ckpt *ck,
         cv_member *m = &j->members[j->n_members++];
         m->tensor = ti;
         m->expert = -1;
-        cv_source_view(&m->src, ck, ti, -1);
+        nvf_ckpt_source_view(&m->src, ck, ti, -1);
         j->bytes_in += cv_source_bytes(ck, ti, 1);
         m->module[0] = nvf_ckpt_module_of(ck->tensors[ti].st->name);
         if (!m->module[0])
@@ -321,7 +288,7 @@ static int add_keep_job(builder *b, const nvf_ckpt *ck, size_t ti, const int *de
     j->bytes_in = st->end - st->begin;
     if (dequant[ti]) {
         j->bytes_in = cv_source_bytes(ck, ti, 1);
-        cv_source_view(&j->members[0].src, ck, ti, -1);
+        nvf_ckpt_source_view(&j->members[0].src, ck, ti, -1);
         b->p->counts.tensors_dequantized += b->pass == 0;
     } else {
         b->p->counts.tensors_kept += b->pass == 0;

@@ -12,6 +12,8 @@
  */
 #include "convert_internal.h"
 
+#include "ckpt/ckpt_source.h"
+
 #include "nvfp4/ckpt_nvfp4.h"
 #include "nvfp4/format.h"
 #include "nvfp4/layout.h"
@@ -255,7 +257,7 @@ static int set_member(cv_member *m, const nvf_ckpt *ck, const nvf_moe_layer *L, 
     m->expert = pr->expert;
     m->split = fused_gate_up;
     m->proj = fused_gate_up ? NVF_PROJ_GATE_UP : k;
-    cv_source_view(&m->src, ck, pr->tensor, pr->expert);
+    nvf_ckpt_source_view(&m->src, ck, pr->tensor, pr->expert);
     if (pr->expert >= 0) {
         m->module[0] =
             nvf_ckpt_fused_module(st->name, pr->expert, fused_gate_up ? NVF_PROJ_GATE : k);
@@ -269,59 +271,11 @@ static int set_member(cv_member *m, const nvf_ckpt *ck, const nvf_moe_layer *L, 
     return nvf_quant_source_check(&m->src, st->name);
 }
 
-static int layer_outs(const prep_ctx *c, cv_builder *b, const char *P, int64_t Er, int64_t H,
-                      int64_t I);
-
-/* plan_layer for an NVFP4 source: the same jobs and outputs, laying out the stored bytes. */
-static int plan_layer_nvfp4(const prep_ctx *c, cv_builder *b, const nvf_ckpt *ck,
-                            const nvf_moe_layer *L, int rank) {
-    int64_t Er = L->n_experts / c->ep, e0 = (int64_t)rank * Er;
-    const nvf_st_tensor *st0 = ck->tensors[L->experts[0].proj[NVF_PROJ_GATE].tensor].st;
-    char *P = experts_prefix(st0->name, st0->ndim);
-    if (!P)
-        return nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
-    size_t out0 = b->p->n_outs;
-    int rc = NVF_OK;
-    for (int w2 = 0; w2 < 2 && rc == NVF_OK; w2++) {
-        for (int64_t k = 0; k < Er && rc == NVF_OK; k++) {
-            const nvf_moe_expert *x = &L->experts[e0 + k];
-            cv_job *j = cv_builder_job(b, CV_JOB_NVFP4);
-            if (!j) {
-                rc = nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
-                break;
-            }
-            j->prep = w2 ? CV_PREP_W2 : CV_PREP_W13;
-            j->layout = (int)c->layout;
-            j->same_shard = w2 || k > 0;
-            j->prep_out = out0;
-            j->prep_slot = k;
-            j->fc2_span = w2 && k == 0 && c->w4a4 ? (size_t)Er : 0;
-            int fused = !w2 && x->proj[NVF_PROJ_GATE].expert >= 0 &&
-                        x->proj[NVF_PROJ_GATE].tensor == x->proj[NVF_PROJ_UP].tensor;
-            int n = w2 || fused ? 1 : 2;
-            for (int m = 0; m < n && rc == NVF_OK; m++) {
-                int proj = w2 ? NVF_PROJ_DOWN : m == 0 ? NVF_PROJ_GATE : NVF_PROJ_UP;
-                const nvf_moe_proj *pr = &x->proj[proj];
-                const nvf_st_tensor *st = ck->tensors[pr->tensor].st;
-                j->n_members++;
-                rc = cv_nvfp4_member(&j->members[m], ck, pr->tensor, pr->expert, proj, fused);
-                j->bytes_in += cv_source_bytes(ck, pr->tensor, pr->expert >= 0 ? st->shape[0] : 1);
-            }
-            if (rc == NVF_OK)
-                rc = cv_nvfp4_job_scales(j, b->p, ck, L->prefix, e0 + k, c->strict, b->pass);
-            if (rc == NVF_OK && !w2 && k == 0)
-                rc = layer_outs(c, b, P, Er, L->hidden, L->intermediate);
-        }
-    }
-    free(P);
-    return rc;
-}
-
-/* The jobs of layer L in `rank`: one per expert for gate+up, then one per expert for down. */
+/* The jobs of layer L in `rank`: one per expert for gate+up, then one per expert for down. A
+ * source-precision layer quantizes them (CV_JOB_QUANT); an NVFP4 source's jobs lay out the
+ * stored bytes (CV_JOB_NVFP4, with the gate/up scale agreement of cv_nvfp4_job_scales). */
 static int plan_layer(const prep_ctx *c, cv_builder *b, const nvf_ckpt *ck, const nvf_moe_layer *L,
                       int rank) {
-    if (c->nvfp4)
-        return plan_layer_nvfp4(c, b, ck, L, rank);
     int64_t Er = L->n_experts / c->ep, e0 = (int64_t)rank * Er;
     const nvf_st_tensor *st0 = ck->tensors[L->experts[0].proj[NVF_PROJ_GATE].tensor].st;
     char *P = experts_prefix(st0->name, st0->ndim);
@@ -332,7 +286,7 @@ static int plan_layer(const prep_ctx *c, cv_builder *b, const nvf_ckpt *ck, cons
     for (int w2 = 0; w2 < 2 && rc == NVF_OK; w2++) {
         for (int64_t k = 0; k < Er && rc == NVF_OK; k++) {
             const nvf_moe_expert *x = &L->experts[e0 + k];
-            cv_job *j = cv_builder_job(b, CV_JOB_QUANT);
+            cv_job *j = cv_builder_job(b, c->nvfp4 ? CV_JOB_NVFP4 : CV_JOB_QUANT);
             if (!j) {
                 rc = nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
                 break;
@@ -351,9 +305,13 @@ static int plan_layer(const prep_ctx *c, cv_builder *b, const nvf_ckpt *ck, cons
                 const nvf_moe_proj *pr = &x->proj[proj];
                 const nvf_st_tensor *st = ck->tensors[pr->tensor].st;
                 j->n_members++;
-                rc = set_member(&j->members[m], ck, L, e0 + k, proj, fused);
+                rc = c->nvfp4
+                         ? cv_nvfp4_member(&j->members[m], ck, pr->tensor, pr->expert, proj, fused)
+                         : set_member(&j->members[m], ck, L, e0 + k, proj, fused);
                 j->bytes_in += cv_source_bytes(ck, pr->tensor, pr->expert >= 0 ? st->shape[0] : 1);
             }
+            if (rc == NVF_OK && c->nvfp4)
+                rc = cv_nvfp4_job_scales(j, b->p, ck, L->prefix, e0 + k, c->strict, b->pass);
             if (rc == NVF_OK && !w2 && k == 0)
                 rc = layer_outs(c, b, P, Er, L->hidden, L->intermediate);
         }

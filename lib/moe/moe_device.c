@@ -189,12 +189,10 @@ int moe_forward_device(float *y, const float *x, int64_t t, int64_t hidden,
     int64_t n_e = spec->n_experts, k = spec->top_k;
     prepared_bufs p;
     memset(&p, 0, sizeof p);
-    float *logits = malloc((size_t)(t * n_e) * sizeof *logits + 1);
-    float *bias = w->has_bias ? malloc((size_t)n_e * sizeof *bias) : NULL;
     int32_t *ids = malloc((size_t)(t * k) * sizeof *ids + 1);
     float *wts = malloc((size_t)(t * k) * sizeof *wts + 1);
     uint16_t *xb = malloc((size_t)(t * hidden) * sizeof *xb + 1);
-    int rc = logits && ids && wts && xb && (bias || !w->has_bias)
+    int rc = ids && wts && xb
                  ? NVF_OK
                  : nvf_error_set(NVF_E_NOMEM, "no memory for routing %" PRId64 " tokens", t);
     float x_amax = 0.0f;
@@ -208,11 +206,7 @@ int moe_forward_device(float *y, const float *x, int64_t t, int64_t hidden,
     }
     int gated = 1;
     if (rc == NVF_OK)
-        rc = moe_router_logits(logits, x, t, hidden, n_e, w);
-    if (rc == NVF_OK && bias)
-        rc = nvf_moe_weights_bias(w, bias);
-    if (rc == NVF_OK)
-        rc = nvf_moe_route_ref(ids, wts, logits, bias, t, spec);
+        rc = nvf_moe_route_layer(ids, wts, x, t, hidden, spec, w);
     if (rc == NVF_OK)
         rc = prepare_layer(&p, w, spec, w4a4, &gated);
     if (rc == NVF_OK) {
@@ -238,8 +232,6 @@ int moe_forward_device(float *y, const float *x, int64_t t, int64_t hidden,
         rc = moe_run_shared(y, x, t, hidden, spec, w, o, x_amax,
                             spec->shared_gate && w->has_shared_gate);
     bufs_free(&p);
-    free(logits);
-    free(bias);
     free(ids);
     free(wts);
     free(xb);

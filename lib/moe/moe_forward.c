@@ -255,22 +255,16 @@ int nvf_moe_forward_ref(float *y, const float *x, int64_t t, int64_t hidden,
             return nvf_error_set(NVF_E_NONFINITE,
                                  "activation [%" PRId64 ", %" PRId64 "] is not finite", i / hidden,
                                  i % hidden);
-    int64_t n_e = spec->n_experts, k = spec->top_k;
-    float *logits = malloc((size_t)(t * n_e) * sizeof *logits + 1);
-    float *bias = w->has_bias ? malloc((size_t)n_e * sizeof *bias) : NULL;
+    int64_t k = spec->top_k;
     int32_t *ids = malloc((size_t)(t * k) * sizeof *ids + 1);
     float *wts = malloc((size_t)(t * k) * sizeof *wts + 1);
     float *ys = calloc((size_t)(t * k) * (size_t)hidden + 1, sizeof *ys);
-    int rc = logits && ids && wts && ys && (bias || !w->has_bias)
+    int rc = ids && wts && ys
                  ? NVF_OK
                  : nvf_error_set(NVF_E_NOMEM, "no memory for routing %" PRId64 " tokens", t);
     float x_amax = row_amax(x, t * hidden);
     if (rc == NVF_OK)
-        rc = moe_router_logits(logits, x, t, hidden, n_e, w);
-    if (rc == NVF_OK && bias)
-        rc = nvf_moe_weights_bias(w, bias);
-    if (rc == NVF_OK)
-        rc = nvf_moe_route_ref(ids, wts, logits, bias, t, spec);
+        rc = nvf_moe_route_layer(ids, wts, x, t, hidden, spec, w);
     if (rc == NVF_OK)
         rc = run_experts(ys, x, t, hidden, ids, spec, w, o, x_amax);
     for (int64_t i = 0; i < t && rc == NVF_OK; i++)
@@ -283,8 +277,6 @@ int nvf_moe_forward_ref(float *y, const float *x, int64_t t, int64_t hidden,
     if (rc == NVF_OK && w->has_shared)
         rc = moe_run_shared(y, x, t, hidden, spec, w, o, x_amax,
                             spec->shared_gate && w->has_shared_gate);
-    free(logits);
-    free(bias);
     free(ids);
     free(wts);
     free(ys);

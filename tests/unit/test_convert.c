@@ -60,7 +60,8 @@ static void test_modelopt_pack(void) {
  * i, up row i bytes 128 + i; gate scale (i, k) is 2i + k, up's 128 + 2i + k. Hand-worked from
  * SPEC section 5: output rows 0..63 are up rows 0..63, rows 64..127 gate rows 0..63 (one group
  * pair); scale (m, k) of the 128 x 4 tile sits at (m % 32) * 16 + (m / 32) * 4 + k, columns 2
- * and 3 are padding (0). Then alpha = 1/gs (W4A16), input_scale / gs and input_scale (W4A4).
+ * and 3 are padding (0). Then alpha = the decode scale 1/gs given to the pack (W4A16: 0.25 for
+ * gs 4), input_scale / gs and input_scale (W4A4).
  * The same bytes from a fused member (gate rows first, then up) as from two members.
  */
 static void test_prepared_w13(void) {
@@ -95,7 +96,7 @@ static void test_prepared_w13(void) {
     }
     uint8_t *packed[2] = {up, gate}, *sc[2] = {us, gs_};
     memset(buf, 0xEE, sizeof buf);
-    cv_target_prepared_w4a4.pack_job(buf, &j, packed, sc, 4.0f);
+    cv_target_prepared_w4a4.pack_job(buf, &j, packed, sc, 0.25f);
     CHECK(buf[0] == 128 && buf[63 * RB] == 128 + 63 && buf[64 * RB] == 0 &&
           buf[127 * RB + RB - 1] == 63);
     const uint8_t *s = buf + 2 * I * RB;
@@ -113,10 +114,10 @@ static void test_prepared_w13(void) {
     j.members[0].src.rows = 2 * I;
     uint8_t *fp[1] = {fused}, *fsc[1] = {fs};
     memset(buf2, 0xEE, sizeof buf2);
-    cv_target_prepared_w4a4.pack_job(buf2, &j, fp, fsc, 4.0f);
+    cv_target_prepared_w4a4.pack_job(buf2, &j, fp, fsc, 0.25f);
     CHECK(memcmp(buf, buf2, LEN) == 0);
     memset(buf2, 0xEE, sizeof buf2);
-    cv_target_prepared_w4a16.pack_job(buf2, &j, fp, fsc, 4.0f);
+    cv_target_prepared_w4a16.pack_job(buf2, &j, fp, fsc, 0.25f);
     CHECK(memcmp(buf, buf2, LEN - 8) == 0);
     CHECK_EQ_U64(le32(buf2 + LEN - 8), 0x3E800000u); /* 0.25 */
     CHECK(buf2[LEN - 4] == 0xEE);                    /* nothing more */

@@ -10,6 +10,8 @@ copies SRC (a modelopt or prepared-w4a16 conversion) to DST with one defect in l
                  groups of w13_weight and their scale rows)
   scales_linear  prepared: expert EXPERT's w13 scales written in linear order instead of the
                  layout; modelopt: its gate weight_scale transposed block-wise (rows reversed)
+  scales_transposed  prepared: expert EXPERT's w13 scales taken from the [rows, K] matrix read
+                 column-major (a transposed write), then laid out again
   ws2_inverted   expert EXPERT's weight_scale_2 (prepared: w13_alpha, w2_alpha) replaced by 1/x
   replaced       expert EXPERT's weights, scales and scalars replaced by expert OTHER's
   bias_dropped   the router's e_score_correction_bias of layer LAYER removed (index updated)
@@ -176,6 +178,19 @@ def scales_linear(ck, P, e):
     put_expert(ck, P + ".experts.w13_weight_scale", e, bytes(lin))
 
 
+def scales_transposed(ck, P, e):
+    s, shape = get_expert(ck, P + ".experts.w13_weight_scale", e)
+    rows = ck.find(P + ".experts.w13_weight")[4]["shape"][1]
+    kcols = ck.find(P + ".experts.w13_weight")[4]["shape"][2] * 2 // 16
+    lin = [s[offset(ck.layout, r, k, kcols)] for r in range(rows) for k in range(kcols)]
+    out = bytearray(s)
+    for r in range(rows):
+        for k in range(kcols):
+            # element (r, k) of the column-major reading of the same bytes
+            out[offset(ck.layout, r, k, kcols)] = lin[k * rows + r]
+    put_expert(ck, P + ".experts.w13_weight_scale", e, bytes(out))
+
+
 def invert_f32(data):
     return struct.pack("<f", 1.0 / struct.unpack("<f", data)[0])
 
@@ -253,6 +268,8 @@ def main():
         gate_up(ck, P, e)
     elif case == "scales_linear":
         scales_linear(ck, P, e)
+    elif case == "scales_transposed":
+        scales_transposed(ck, P, e)
     elif case == "ws2_inverted":
         ws2_inverted(ck, P, e)
     elif case == "replaced":

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # verify catches checkpoints broken on purpose (break_ckpt.py, written without the tool): each a
 # copy of a good modelopt or prepared conversion with one defect (nibbles swapped in one expert or
-# all, gate and up exchanged, scales in linear order instead of the layout / rows reversed,
-# weight_scale_2 or alpha inverted, one expert replaced by another, the router correction bias
-# dropped from DeepSeek-V3). Each exits 3 with --reference, and its JSON report (schema-valid)
+# all, gate and up exchanged, scales in linear order instead of the layout / rows reversed /
+# read column-major (transposed), weight_scale_2 or alpha inverted, one expert replaced by
+# another, the router correction bias dropped from DeepSeek-V3). Each exits 3 with --reference, and its JSON report (schema-valid)
 # names the layer, and the expert where the defect is one expert's.
 set -euo pipefail
 tmp=$(mktemp -d)
@@ -45,6 +45,8 @@ broken q-mo "$Q" replaced 1 3 5 3 expert_rel_l2
 broken q-pr "$Q" nibbles 1 3 0 3 layout_expert
 broken q-pr "$Q" gate_up 1 4 0 4 layout_expert
 broken q-pr "$Q" scales_linear 1 5 0 5 layout_expert
+broken q-pr "$Q" scales_transposed 1 6 0 6 layout_expert
+broken s-pr8 "$tmp/syn" scales_transposed 0 3 0 3 layout_expert
 broken q-pr "$Q" ws2_inverted 1 2 0 2 layout_expert
 broken q-pr "$Q" replaced 0 3 5 3 expert_rel_l2
 broken s-pr8 "$tmp/syn" scales_linear 1 2 0 2 layout_expert
