@@ -32,6 +32,7 @@ interrupt() {
         fi
         sleep 0.005
     done
+    sig_at=$(date +%s) # when the signal went out, for tests that bound the time to stop
     kill -s "$sig" "$pid" 2>/dev/null || fail "process $pid ended before SIG$sig"
     rc=0
     wait "$pid" || rc=$?

@@ -22,11 +22,11 @@ for mode in write check; do
         [ $mode = check ] && args+=(--check)
         "$NVFP4TOOL" hash "${args[@]}" >/dev/null 2>"$tmp/err" &
         pid=$!
-        t0=$(date +%s)
         interrupt $pid $sig $((64 << 20)) # mid-way through the 4 GiB file
         pid=
         [ $rc -eq 5 ] || fail "$mode, SIG$sig: exit $rc, expected 5: $(cat "$tmp/err")"
-        [ $(($(date +%s) - t0)) -le 3 ] || fail "$mode, SIG$sig: took more than 3 s to stop"
+        # within 3 s of the signal (whole seconds), however long the start took on a loaded machine
+        [ $(($(date +%s) - sig_at)) -le 3 ] || fail "$mode, SIG$sig: took more than 3 s to stop"
         grep -q "interrupted" "$tmp/err" || fail "$mode, SIG$sig: no message: $(cat "$tmp/err")"
         if find "$ck" -name '*.tmp' | grep -q .; then fail "$mode, SIG$sig left a .tmp"; fi
         cmp -s "$ck/nvfp4-manifest.json" "$tmp/manifest.json" ||
