@@ -63,8 +63,8 @@ static const cli_spec k_spec = {
         "              the first 4 when none), rel-L2 <= 0.35, naming the expert that is wrong.\n"
         "A table on stdout (--json: the report, schemas/report.schema.json); progress per layer\n"
         "on a TTY. Exit 0 every layer passed, 3 a layer failed (the findings name layer,\n"
-        "expert, check), 2 usage, 1 runtime error. Device: the MoE block has no CUDA kernel\n"
-        "yet: --device cpu or auto (runs on the CPU).\n",
+        "expert, check), 2 usage, 1 runtime error. Device: verify runs on the CPU (--device cpu\n"
+        "or auto); it does not run the CUDA MoE kernels yet (`moe --device cuda` does).\n",
     .opts = k_opts,
     .n_opts = sizeof k_opts / sizeof k_opts[0],
     .min_pos = 1,
@@ -178,7 +178,8 @@ static int options(nvf_verify_opts *o, int64_t **layers, const char *ckpt) {
         return cli_usage_error(&k_spec, "--per-token-activations needs --precision w4a4");
     const char *dev = g_common.device ? g_common.device : "auto";
     if (strncmp(dev, "cuda", 4) == 0)
-        return cli_usage_error(&k_spec, "the MoE block has no CUDA kernel yet; use --device cpu");
+        return cli_usage_error(&k_spec,
+                               "verify does not run the CUDA MoE kernels yet; use --device cpu");
     if (strcmp(dev, "auto") != 0 && strcmp(dev, "cpu") != 0)
         return cli_usage_error(&k_spec, "--device takes auto, cpu or cuda[:N], got '%s'", dev);
     o->device = "cpu";
