@@ -243,7 +243,7 @@ extern "C" int nvf_cuda_moe_gemm_step(int64_t k, int32_t tile_rows) {
 
 static int use_tiled(int64_t k, int32_t tile_rows) {
     int v = gemm_version();
-    return v != 1 && k % 32 == 0 && (v == 3 || tile_rows == 64);
+    return v != 1 && k % 32 == 0 && (v == 3 || tile_rows >= 32);
 }
 
 extern "C" int nvf_cuda_moe_gemm_cta_rows(int64_t k, int32_t tile_rows) {
