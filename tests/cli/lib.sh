@@ -37,3 +37,25 @@ interrupt() {
     rc=0
     wait "$pid" || rc=$?
 }
+#   snapshot DIR [SKIP]...               every path under DIR (type, size, mtime), sorted, leaving
+#                                        out the subdirectories SKIP (relative to DIR) and what
+#                                        they hold: compare two to show that nothing outside DST
+#                                        (a SKIP) was written
+snapshot() {
+    local dir=$1 x prune=()
+    shift
+    for x in "$@"; do prune+=(-path "$dir/$x" -prune -o); done
+    find "$dir" -mindepth 1 "${prune[@]}" -printf '%P %y %s %T@\n' | LC_ALL=C sort
+}
+#   kill_shim                            build $tmp/kill_shim.so (tests/cli/convert/kill_shim.c):
+#                                        under LD_PRELOAD, rename() to a path whose last component
+#                                        is $KILL_AT sends SIGKILL to the process, before the
+#                                        rename (KILL_WHEN=before) or after it (after). Exit 77
+#                                        without a C compiler.
+kill_shim() {
+    local cc
+    cc=$(command -v cc || command -v gcc || command -v clang || true)
+    [ -n "$cc" ] || { echo "no C compiler: skipped"; exit 77; }
+    "$cc" -shared -fPIC -o "$tmp/kill_shim.so" "$NVFP4_SOURCE_DIR/tests/cli/convert/kill_shim.c" \
+        -ldl
+}

@@ -5,11 +5,12 @@
  * hf_quant_config.json). Both go into a per-process checkpoint directory beside a fixed shard
  * (one MoE layer of two BF16 experts and a router, one FP8-block linear), so that the format
  * detection and the MoE discovery have tensors to hold the config against.
- * Invariants: nvf_ckpt_open returns NVF_OK, NVF_E_FORMAT or NVF_E_NOMEM (never crashes, leaks or
- * returns a half-open checkpoint); an accepted checkpoint holds only values the reader promises
- * (a known format, FP8 block sizes 1..1e9, integer config fields -1 or 0..2^53, the expert
- * count at most CKPT_MAX_EXPERTS, the tensors of the shard), and its quantization_config prints
- * as JSON that parses again. abort() otherwise.
+ * Invariants: nvf_ckpt_open returns NVF_OK or an error of the input (NVF_E_FORMAT, NVF_E_SHAPE:
+ * the shard's FP8 scale does not fit the config's block size, NVF_E_UNSUPPORTED, NVF_E_VERIFY)
+ * or NVF_E_NOMEM, with a message and no checkpoint (never crashes or leaks); an accepted checkpoint
+ * holds only values the reader promises (a known format, FP8 block sizes 1..1e9, integer config
+ * fields -1 or 0..2^53, the expert count at most CKPT_MAX_EXPERTS, the tensors of the shard), and
+ * its quantization_config prints as JSON that parses again. abort() otherwise.
  */
 #include "nvfp4/checkpoint.h"
 #include "nvfp4/status.h"
@@ -28,8 +29,7 @@
 static char g_dir[64];
 
 static void remove_dir(void) {
-    static const char *const names[] = {"config.json", "hf_quant_config.json",
-                                        "model.safetensors"};
+    static const char *const names[] = {"config.json", "hf_quant_config.json", "model.safetensors"};
     char path[128];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", g_dir, names[i]);
@@ -184,8 +184,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int rc = nvf_ckpt_open(&ck, g_dir);
     if (rc == NVF_OK) {
         check_invariants(ck);
-    } else if ((rc != NVF_E_FORMAT && rc != NVF_E_NOMEM) || ck != NULL ||
-               nvf_error_last()[0] == '\0') {
+    } else if ((rc != NVF_E_FORMAT && rc != NVF_E_SHAPE && rc != NVF_E_UNSUPPORTED &&
+                rc != NVF_E_VERIFY && rc != NVF_E_NOMEM) ||
+               ck != NULL || nvf_error_last()[0] == '\0') {
         abort();
     }
     nvf_ckpt_close(ck);
