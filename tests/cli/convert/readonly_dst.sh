@@ -13,7 +13,7 @@ w=$tmp/w # SRC and the parents of the DSTs
 mkdir -p "$w/ro" "$w/locked"
 cleanup() {
     mountpoint -q "$w/ro" 2>/dev/null && umount "$w/ro"
-    chmod -R u+rwX "$tmp" 2>/dev/null
+    chmod -R u+rwX "$tmp" 2>/dev/null || true
     rm -rf "$tmp"
 }
 trap cleanup EXIT

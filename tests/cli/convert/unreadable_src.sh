@@ -8,7 +8,7 @@
 #      failure comes in the finish, and --resume (once readable) gives the reference's bytes.
 set -euo pipefail
 tmp=$(mktemp -d)
-trap 'chmod -R u+rwX "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'chmod -R u+rwX "$tmp" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/../lib.sh"
 unprivileged
 w=$tmp/w # SRC, the reference and DST's parent
