@@ -3,8 +3,10 @@
 # root. Anyone else gets the apt-get line to run.
 set -euo pipefail
 
+# clang and libclang-rt-14-dev: the libFuzzer stage (scripts/fuzz.sh); valgrind: the memcheck
+# test (tests/valgrind/memcheck.sh).
 pkgs=(cmake make gcc pkg-config zlib1g-dev libssl-dev libyaml-dev libcjson-dev
-      python3 python3-jsonschema python3-yaml)
+      python3 python3-jsonschema python3-yaml clang libclang-rt-14-dev valgrind)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
