@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run): a Release build (CUDA kernels compiled when nvcc
 # exists; GPU tests skip without a GPU) and a Debug ASan+UBSan build, both with warnings as errors
-# (-DNVFP4_WERROR=ON), each followed by ctest.
+# (-DNVFP4_WERROR=ON), each followed by ctest. As root it also installs Slurm (slurm-wlm,
+# munge) for the one-node Slurm test (tests/slurm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
+# Slurm for tests/slurm/slurm_array.sh, when it can be installed (root, apt-get reachable);
+# where not, that test reports SKIP with the reason.
+bash tests/slurm/setup.sh install || echo "test.sh: Slurm not installed; tests/slurm will skip" >&2
 jobs=$(nproc 2>/dev/null || echo 2)
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DNVFP4_WERROR=ON >/dev/null
