@@ -21,7 +21,7 @@ NVFP4TOOL=${NVFP4TOOL:-nvfp4tool}               # the tool, by a path every node
 PARTITION=${PARTITION:-}                        # empty: the cluster's default partition
 GRES=${GRES-gpu:1}                              # per part; empty: request no GPU
 DEVICE=${DEVICE:-cuda}                          # cuda, or cpu (then set GRES empty)
-CPUS=${CPUS:-16}                                # CPUs per part (hashing, CRCs, staging)
+CPUS=${CPUS:-16}                                # CPUs per part and for the merge
 TIME=${TIME:-02:00:00}                          # time limit per part
 MERGE_OPTS=${MERGE_OPTS:-}                      # e.g. --rehash
 CHECK=${CHECK:-hash}                            # after the merge: hash | validate | none
@@ -80,7 +80,7 @@ convert=${convert%%;*}
 # kill-on-invalid-dep: when a part fails, the merge is cancelled instead of waiting forever;
 # `submit.sh --tasks <failed>` queues a new one.
 merge=$(sbatch --parsable --dependency="afterok:$convert" --kill-on-invalid-dep=yes \
-    --output="$LOGDIR/merge-%j.out" "${common[@]}" "$here/merge.sbatch")
+    --cpus-per-task="$CPUS" --output="$LOGDIR/merge-%j.out" "${common[@]}" "$here/merge.sbatch")
 merge=${merge%%;*}
 
 echo "submit.sh: parts $tasks of N=$N: array job $convert; merge job $merge after it;" \

@@ -97,6 +97,7 @@ start() {
     local host node ports ctld_port slurmd_port hw
     host=$(hostname -s)
     node="nvfp4t$$"
+    mkdir -p "$dir/spool/$node"
     ports=$(free_ports) || skip "cannot find free TCP ports (python3 failed)"
     ctld_port=${ports% *}
     slurmd_port=${ports#* }
