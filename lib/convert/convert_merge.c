@@ -225,7 +225,7 @@ static void take_shard(faults *f, cv_plan *p, cv_shard *sh, const cv_part *part,
             return;
         }
         p->outs[sh->first_out + k].crc32 =
-            (uint32_t)cJSON_GetObjectItemCaseSensitive(t, "crc32")->valuedouble;
+            (uint32_t)strtoul(cJSON_GetObjectItemCaseSensitive(t, "crc32")->valuestring, NULL, 16);
         k++;
     }
     if (k != sh->n_out) {

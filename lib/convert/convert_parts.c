@@ -14,10 +14,10 @@
  *        {"format": "nvfp4tool-part-v1", "part": I, "parts": N,
  *         "src": absolute SRC, "input_amax": absolute path or null,
  *         "fingerprint_sha256": hex, "fingerprint": {tool_version, recipe, options, sources},
- *         "shards": [{"name", "bytes", "sha256", "tensors": [{"name", "crc32"}, ...]}, ...],
- *         "sources": [{"name", "bytes", "sha256"}, ...]}   (the files this part hashed)
- *      "src" and "input_amax" are where merge reads the side files and the amax values; they are
- *      outside the fingerprint, so parts may see SRC under different mount points.
+ *         "shards": [{"name", "bytes", "sha256", "tensors": [{"name", "crc32": 8 hex digits},
+ * ...]}, ...], "sources": [{"name", "bytes", "sha256"}, ...]}   (the files this part hashed) "src"
+ * and "input_amax" are where merge reads the side files and the amax values; they are outside the
+ * fingerprint, so parts may see SRC under different mount points.
  */
 #include "convert_internal.h"
 
@@ -27,6 +27,7 @@
 #include "nvfp4/version.h"
 
 #include <dirent.h>
+#include <inttypes.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -192,8 +193,10 @@ static cJSON *shard_entry(const cv_plan *p, const cv_shard *sh) {
     for (size_t i = 0; ok && i < sh->n_out; i++) {
         const cv_out *t = &p->outs[sh->first_out + i];
         cJSON *te = cJSON_CreateObject();
+        char hex[9];
+        snprintf(hex, sizeof hex, "%08" PRIx32, t->crc32);
         ok = te && cJSON_AddItemToArray(ts, te) && cJSON_AddStringToObject(te, "name", t->name) &&
-             cJSON_AddNumberToObject(te, "crc32", (double)t->crc32);
+             cJSON_AddStringToObject(te, "crc32", hex);
     }
     if (!ok) {
         cJSON_Delete(e);
@@ -262,13 +265,18 @@ static int is_count(const cJSON *v, double max) {
            floor(v->valuedouble) == v->valuedouble;
 }
 
-static int is_sha(const cJSON *v) {
-    if (!cJSON_IsString(v) || strlen(v->valuestring) != 64)
+/* Lower-case hex of `len` digits: a SHA-256 (64) or a CRC-32 (8). */
+static int is_hex(const cJSON *v, size_t len) {
+    if (!cJSON_IsString(v) || strlen(v->valuestring) != len)
         return 0;
     for (const char *c = v->valuestring; *c; c++)
         if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
             return 0;
     return 1;
+}
+
+static int is_sha(const cJSON *v) {
+    return is_hex(v, 64);
 }
 
 static const cJSON *field(const cJSON *o, const char *key) {
@@ -296,7 +304,7 @@ static int check_files(const cJSON *a, int with_tensors, char *why, size_t cap) 
         const cJSON *te;
         const cJSON *walk = with_tensors ? ts : (const cJSON *)NULL;
         cJSON_ArrayForEach(te, walk) {
-            if (!cJSON_IsString(field(te, "name")) || !is_count(field(te, "crc32"), 4294967295.0)) {
+            if (!cJSON_IsString(field(te, "name")) || !is_hex(field(te, "crc32"), 8)) {
                 snprintf(why, cap, "%s[%d].tensors[%d] lacks a name or a crc32", key, k, t);
                 return 0;
             }
