@@ -77,11 +77,21 @@ static int check_parts(const nvf_merge_options *o, const cv_part *parts, size_t 
                                     : ": run `convert SRC DST --shard I/N` for I = 0 .. N-1 first");
     }
     int count = parts[0].count;
-    for (size_t i = 1; i < n; i++)
-        if (parts[i].count != count)
-            fault(&f,
-                  "part records of different splits: '%s' (N=%d) and '%s' (N=%d); keep one split",
-                  base(parts[0].path), count, base(parts[i].path), parts[i].count);
+    if (parts[n - 1].count != count) {
+        /* Sorted by count: one group per split, "N=2: 0-of-2.json; N=3: 0-of-3.json, ...". */
+        char list[1024] = "";
+        size_t len = 0;
+        for (size_t i = 0; i < n && len < sizeof list; i++) {
+            if (i == 0 || parts[i].count != parts[i - 1].count)
+                len += (size_t)snprintf(list + len, sizeof list - len, "%sN=%d: ", i ? "; " : "",
+                                        parts[i].count);
+            else
+                len += (size_t)snprintf(list + len, sizeof list - len, ", ");
+            if (len < sizeof list)
+                len += (size_t)snprintf(list + len, sizeof list - len, "%s", base(parts[i].path));
+        }
+        fault(&f, "part records of different splits (%s): keep the records of one split", list);
+    }
     if (f.n)
         return faults_done(&f, o->dst);
     for (int k = 0, i = 0; k < count; k++) {
@@ -146,6 +156,20 @@ static int opt_flag(const cJSON *opts, const char *key) {
     return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(opts, key));
 }
 
+/* Name the first source file whose name, size or mtime differs between the parts and now. */
+static void changed_source(char *why, size_t cap, const cJSON *was, const cJSON *now) {
+    const cJSON *a = was ? was->child : NULL, *b = now ? now->child : NULL;
+    for (; a && b; a = a->next, b = b->next)
+        if (!cJSON_Compare(a, b, 1))
+            break;
+    const cJSON *name = cJSON_GetObjectItem(a ? a : b, "name");
+    snprintf(why, cap, "source file '%s' %s since the parts ran",
+             cJSON_IsString(name) ? name->valuestring : "?",
+             a && b ? "changed (size or mtime)"
+             : a    ? "is gone"
+                    : "is new");
+}
+
 static int rebuild(rebuilt *b, const nvf_merge_options *o, const cv_part *p0) {
     const cJSON *fp = p0->fp, *opts = cJSON_GetObjectItemCaseSensitive(fp, "options");
     const cJSON *recipe = cJSON_GetObjectItemCaseSensitive(fp, "recipe");
@@ -189,14 +213,19 @@ static int rebuild(rebuilt *b, const nvf_merge_options *o, const cv_part *p0) {
         return rc;
     if (strcmp(sha, p0->fp_sha) != 0) {
         const char *what = differs_in(now, p0->fp);
+        char why[600];
+        if (strcmp(what, "sources") == 0)
+            changed_source(why, sizeof why, cJSON_GetObjectItem(p0->fp, "sources"),
+                           cJSON_GetObjectItem(now, "sources"));
+        else
+            snprintf(why, sizeof why, "its %s differs: %s", what,
+                     strcmp(what, "tool_version") == 0 ? "another nvfp4tool ran the parts"
+                                                       : "the --input-amax file changed");
         cJSON_Delete(now);
         return nvf_error_set(NVF_E_VERIFY,
                              "cannot merge '%s': the parts' fingerprint is not that of SRC '%s' "
-                             "now (its %s differs: %s)",
-                             o->dst, src, what,
-                             strcmp(what, "sources") == 0
-                                 ? "a source file changed since the parts ran"
-                                 : "another tool version, or an --input-amax file that changed");
+                             "now (%s)",
+                             o->dst, src, why);
     }
     cJSON_Delete(now);
     return b->target->plan(&b->p, b->ck, &b->opt);
