@@ -31,6 +31,12 @@ extern "C" {
 /** The progress journal in DST (removed when the conversion completes). */
 #define NVF_CONVERT_JOURNAL ".nvfp4-progress.json"
 
+/** The directory of DST holding the part records of `convert --shard i/N` (removed by merge). */
+#define NVF_CONVERT_PARTS_DIR ".nvfp4-parts"
+
+/** The most parts a conversion is split into (--shard i/N: N <= this). */
+#define NVF_CONVERT_MAX_PARTS 100000
+
 /** Where a conversion stands; passed to the progress callback. */
 typedef struct nvf_convert_progress {
     uint64_t bytes_done, bytes_total;     /* source tensor bytes consumed (or reused) */
@@ -68,6 +74,12 @@ typedef struct nvf_convert_options {
     /* a file of SRC that links outside SRC (and outside the Hugging Face cache repository
      * holding it) is refused (NVF_E_FORMAT) instead of followed with a warning */
     int no_follow_outside;
+    /* --shard i/N (shard_count > 0): convert only part `shard_index` (0-based) of the plan's
+     * output shards, split into shard_count parts (nvf_convert_part_range), and write the part
+     * record DST/.nvfp4-parts/i-of-N.json instead of the index, configs, side files and
+     * manifest; the journal and lock are the part's own (.nvfp4-parts/i-of-N.progress.json,
+     * .nvfp4-parts/i-of-N.lock), so parts run side by side into one DST. 0: the whole plan. */
+    int shard_index, shard_count;
 } nvf_convert_options;
 
 /** What a conversion did (also the manifest's "summary", which holds no timings). */
@@ -185,6 +197,45 @@ int nvf_quantize_file(nvf_quantize_file_summary *out, const nvf_quantize_file_op
 
 /** Free the summary's arrays and zero it; NULL is fine. */
 void nvf_quantize_file_summary_free(nvf_quantize_file_summary *s);
+
+/* `merge`: the union of the parts of `convert --shard i/N` --------------------------------- */
+
+typedef struct nvf_merge_options {
+    const char *dst;
+    int rehash;                  /* hash every shard again and compare with its part record */
+    int threads;                 /* hashing threads; <= 0: one per online core */
+    volatile sig_atomic_t *stop; /* set non-zero (from a signal handler) to stop; or NULL */
+} nvf_merge_options;
+
+typedef struct nvf_merge_summary {
+    nvf_convert_summary convert; /* what the one-job conversion's summary would say */
+    uint64_t parts;              /* N */
+    uint64_t shards_rehashed;    /* --rehash: shards hashed again (all of them) */
+    char src[4096];              /* the source directory the parts recorded */
+} nvf_merge_summary;
+
+/**
+ * Check the part records in DST/.nvfp4-parts (all N present, one fingerprint, every planned
+ * shard exactly once, every shard file present with its recorded size; with rehash, its SHA-256
+ * and tensor CRC-32s too), then write what a one-job conversion of the same source and options
+ * writes after its shards (index, configs, side files copied from the recorded SRC, manifest),
+ * byte for byte, and remove DST/.nvfp4-parts.
+ * @return 0; NVF_E_VERIFY naming the missing part, the part with another fingerprint, the shard
+ * planned twice or never, the missing or mis-sized shard, the source file changed since the parts
+ * ran; NVF_E_FORMAT for a part record it cannot read; NVF_E_IO (DST locked by a conversion or a
+ * merge, a part still running, read/write failures); NVF_E_INTERRUPTED.
+ */
+int nvf_merge_run(nvf_merge_summary *out, const nvf_merge_options *opt);
+
+/**
+ * The output shards of part `index` of `count`: [*first, *first + *n) of `n_shards` shards
+ * of cost cost[0..n_shards) (contiguous, in plan order): shard s goes to the part whose
+ * 1/count of the total cost holds the middle of s's cost (floor(count * (prefix + cost/2) /
+ * total)), so parts are balanced by bytes and a part may be empty when one shard is larger
+ * than a part's share. The same rule splits the source files among the parts for hashing.
+ */
+void nvf_convert_part_range(size_t *first, size_t *n, const uint64_t *cost, size_t n_shards,
+                            int index, int count);
 
 #ifdef __cplusplus
 }
