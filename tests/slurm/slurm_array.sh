@@ -25,7 +25,8 @@ fail() {
     exit 1
 }
 
-"$tool" convert --help | grep -q -- '--shard' || fail "convert has no --shard option"
+"$tool" convert --help >"$tmp/help.out" 2>&1 || fail "convert --help failed"
+grep -q -- '--shard' "$tmp/help.out" || fail "convert has no --shard option"
 
 rc=0
 bash "$here/setup.sh" start "$slurm" || rc=$?
@@ -40,23 +41,23 @@ opts="--max-shard-size 300KB"
 # shellcheck disable=SC2086
 "$tool" convert "$tmp/src" "$tmp/ref" --device cpu --quiet $opts
 
-# The tool as the jobs see it: part 2's first run is killed with SIGTERM once it has read a
-# part of its input (convert stops cleanly, exit 5, keeping its finished shards); should it
-# finish before that, the run fails all the same (exit 1), as a node lost after the work would.
+# The tool as the jobs see it: part 2's first run is killed with SIGTERM once its progress
+# journal records a finished shard (convert stops cleanly, exit 5, keeping that shard); should
+# it finish before that, the run fails all the same (exit 1), as on a node lost after the work.
 cat >"$tmp/tool.sh" <<EOF
 #!/usr/bin/env bash
 if [ "\${SLURM_ARRAY_TASK_ID:-}" != 2 ] || [ -e "$tmp/killed-once" ]; then
     exec "$tool" "\$@"
 fi
-: >"$tmp/killed-once"
+echo "not killed: it ended first" >"$tmp/killed-once"
 "$tool" "\$@" &
 pid=\$!
-for _ in \$(seq 1 2000); do
+for _ in \$(seq 1 4000); do
     kill -0 \$pid 2>/dev/null || break
     mask=\$(awk '/^SigCgt:/ {print \$2}' /proc/\$pid/status 2>/dev/null) || mask=
-    read=\$(awk '/^rchar:/ {print \$2}' /proc/\$pid/io 2>/dev/null) || read=0
-    if [ -n "\$mask" ] && (((0x\$mask >> 14) & 1)) && [ "\${read:-0}" -ge 400000 ]; then
-        kill -TERM \$pid && echo killed >"$tmp/killed-once"
+    if [ -n "\$mask" ] && (((0x\$mask >> 14) & 1)) &&
+        grep -qs sha256 "$tmp/dst/.nvfp4-parts/2-of-4.progress.json"; then
+        kill -TERM \$pid && echo "killed after a shard" >"$tmp/killed-once"
         break
     fi
     sleep 0.005
@@ -117,7 +118,8 @@ grep -q "part 2's first run ended" "$tmp"/logs/convert-"${convert}"_2.out ||
 for t in 0 1 3; do
     [ -f "$tmp/dst/.nvfp4-parts/$t-of-4.json" ] || fail "round 1: no part record $t-of-4.json"
 done
-if [ "$(cat "$tmp/killed-once")" = killed ]; then
+killed=$(cat "$tmp/killed-once")
+if [ "$killed" = "killed after a shard" ]; then
     [ ! -e "$tmp/dst/.nvfp4-parts/2-of-4.json" ] || fail "round 1: killed part 2 left a part record"
 fi
 [ ! -e "$tmp/dst/nvfp4-manifest.json" ] || fail "round 1: a manifest exists without the merge"
@@ -127,6 +129,10 @@ submit --tasks 2
 wait_jobs "$convert" "$merge"
 s=$(scontrol -o show job "${convert}_2" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
 [ "$s" = COMPLETED ] || fail "round 2: array task 2 is '$s', expected COMPLETED"
+if [ "$killed" = "killed after a shard" ]; then
+    grep -qE '\(([1-9][0-9]*) reused\)' "$tmp"/logs/convert-"$convert"_2.out ||
+        fail "round 2: part 2 resumed reusing no shard of its first run"
+fi
 s=$(job_state "$merge")
 [ "$s" = COMPLETED ] || fail "round 2: the merge job is '$s', expected COMPLETED"
 grep -q 'hash check: .* 0 findings' "$tmp"/logs/merge-"$merge".out ||
@@ -134,8 +140,10 @@ grep -q 'hash check: .* 0 findings' "$tmp"/logs/merge-"$merge".out ||
 
 # The result, checked here again, and compared with the one-job conversion.
 "$tool" hash --check "$tmp/dst" >"$tmp/check.out" 2>&1 || fail "hash --check: $(cat "$tmp/check.out")"
-diff -r -x .nvfp4-parts "$tmp/ref" "$tmp/dst" >"$tmp/diff.out" 2>&1 ||
+diff -r "$tmp/ref" "$tmp/dst" >"$tmp/diff.out" 2>&1 ||
     fail "the merged output differs from a one-job convert: $(head -n 20 "$tmp/diff.out")"
 n=$(find "$tmp/ref" -name '*.safetensors' | wc -l)
 [ "$n" -ge 8 ] || fail "only $n output shards: the parts do not each get several"
-echo "slurm_array: 4 parts ($n shards), part 2 killed and resumed, merged output = one-job output"
+echo "slurm_array: part 2's first run: $(grep -h "first run ended" "$tmp"/logs/convert-*_2.out)"
+echo "slurm_array: part 2 resumed: $(grep -h -- '->' "$tmp"/logs/convert-"$convert"_2.out | tail -n 1)"
+echo "slurm_array: 4 parts ($n shards), merged output = one-job output"
