@@ -22,6 +22,8 @@ PARTITION=${PARTITION:-}                        # empty: the cluster's default p
 GRES=${GRES-gpu:1}                              # per part; empty: request no GPU
 DEVICE=${DEVICE:-cuda}                          # cuda, or cpu (then set GRES empty)
 CPUS=${CPUS:-16}                                # CPUs per part and for the merge
+MEM=${MEM:-16G}                                 # host memory per part (convert's budget is
+                                                # --max-host-memory, 8 GiB by default)
 TIME=${TIME:-02:00:00}                          # time limit per part
 MERGE_OPTS=${MERGE_OPTS:-}                      # e.g. --rehash
 CHECK=${CHECK:-hash}                            # after the merge: hash | validate | none
@@ -40,7 +42,7 @@ while [ $# -gt 0 ]; do
         shift 2
         ;;
     -h | --help)
-        sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *)
@@ -74,7 +76,7 @@ gres=(--gres=none)
 export SRC DST N CONVERT_OPTS NVFP4TOOL DEVICE MERGE_OPTS CHECK
 
 convert=$(sbatch --parsable --array="$tasks" "${gres[@]}" --cpus-per-task="$CPUS" \
-    --time="$TIME" --output="$LOGDIR/convert-%A_%a.out" "${common[@]}" \
+    --mem="$MEM" --time="$TIME" --output="$LOGDIR/convert-%A_%a.out" "${common[@]}" \
     "$here/convert-array.sbatch")
 convert=${convert%%;*}
 # kill-on-invalid-dep: when a part fails, the merge is cancelled instead of waiting forever;

@@ -71,7 +71,7 @@ EOF
 chmod +x "$tmp/tool.sh"
 
 submit() {
-    SRC=$tmp/src DST=$tmp/dst N=4 NVFP4TOOL=$tmp/tool.sh GRES='' DEVICE=cpu CPUS=1 TIME=5 \
+    SRC=$tmp/src DST=$tmp/dst N=4 NVFP4TOOL=$tmp/tool.sh GRES='' DEVICE=cpu CPUS=1 MEM=500M TIME=5 \
         CONVERT_OPTS=$opts LOGDIR=$tmp/logs PARTITION='' EXTRA_SBATCH='' MERGE_OPTS='' CHECK=hash \
         bash "$src_dir/examples/slurm/submit.sh" "$@" >"$tmp/submit.out" ||
         fail "submit.sh $* exited $?"
