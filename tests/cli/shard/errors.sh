@@ -4,7 +4,7 @@
 # shard claimed by two parts, parts of two splits, a shard file missing or of another size, a
 # source file changed since the parts ran, a malformed record; with --rehash, a shard whose bytes
 # changed (without it the parts are trusted, and `hash --check` then finds the change). A part
-# still running (its lock held) is exit 1.
+# still running (its lock held, its record not written yet) is exit 1.
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -84,6 +84,7 @@ refused "shard '$victim' does not hold what its part recorded" --rehash
 expect 3 "$victim" -- "$T" hash "$tmp/m" --check
 
 fresh
+rm "$tmp/m/.nvfp4-parts/1-of-3.json" # a part run again removes its record first
 flock "$tmp/m/.nvfp4-parts/1-of-3.lock" -c "'$T' merge '$tmp/m'" >"$tmp/out" 2>"$tmp/err" &&
     fail "merge while part 1-of-3 holds its lock exited 0"
 grep -qF "part 1-of-3 is still running" "$tmp/err" || fail "running part: $(cat "$tmp/err")"
