@@ -221,6 +221,29 @@ static int take_lock(cv_dst *d) {
     return nvf_error_set(NVF_E_IO, "cannot lock '%s': it keeps being replaced", d->lock_path);
 }
 
+/*
+ * A part, once it holds its own lock: DST's lock must be free (no merge, no one-job conversion
+ * into DST). A merge takes DST's lock and then checks the parts' locks, so of a part and a merge
+ * starting together at least one sees the other's lock and stops.
+ */
+static int check_not_merging(const cv_dst *d) {
+    char *path = nvf_path_join(d->dir, CV_LOCK_NAME);
+    if (!path)
+        return nvf_error_set(NVF_E_NOMEM, "no memory");
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = NVF_OK;
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        char pid[32];
+        read_pid(pid, sizeof pid, fd);
+        rc = nvf_error_set(NVF_E_IO, "'%s' is in use by a merge or conversion (pid %s holds '%s')",
+                           d->dir, pid, path);
+    }
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    return rc;
+}
+
 static int remove_empty_rank(const char *path, const char *name, const void *ctx) {
     (void)name;
     (void)ctx;
@@ -262,6 +285,8 @@ int cv_dst_open(cv_dst **out, const nvf_convert_options *o, const cv_sources *sr
     free(parts);
     if (rc == NVF_OK)
         rc = take_lock(d);
+    if (rc == NVF_OK && d->part)
+        rc = check_not_merging(d);
     if (rc == NVF_OK)
         rc = check_contents(o, src, o->dst, 1);
     if (rc != NVF_OK) {

@@ -94,6 +94,21 @@ static int check_parts(const nvf_merge_options *o, const cv_part *parts, size_t 
     }
     if (f.n)
         return faults_done(&f, o->dst);
+    /* A part still running (its record not yet written, or being written again) first. */
+    for (int k = 0; k < count; k++) {
+        char *lock = cv_parts_path(o->dst, k, count, ".lock");
+        int fd = lock ? open(lock, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+            close(fd);
+            int rc = nvf_error_set(NVF_E_IO, "part %d-of-%d is still running (it holds '%s')", k,
+                                   count, lock);
+            free(lock);
+            return rc;
+        }
+        if (fd >= 0)
+            close(fd);
+        free(lock);
+    }
     for (int k = 0, i = 0; k < count; k++) {
         if ((size_t)i < n && parts[i].index == k) {
             i++;
@@ -101,20 +116,6 @@ static int check_parts(const nvf_merge_options *o, const cv_part *parts, size_t 
         }
         fault(&f, "part %d-of-%d is missing (no %s/%d-of-%d.json: run `convert --shard %d/%d`)", k,
               count, NVF_CONVERT_PARTS_DIR, k, count, k, count);
-    }
-    for (size_t i = 0; i < n; i++) {
-        char *lock = cv_parts_path(o->dst, parts[i].index, count, ".lock");
-        int fd = lock ? open(lock, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
-        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
-            close(fd);
-            int rc = nvf_error_set(NVF_E_IO, "part %d-of-%d is still running (it holds '%s')",
-                                   parts[i].index, count, lock);
-            free(lock);
-            return rc;
-        }
-        if (fd >= 0)
-            close(fd);
-        free(lock);
     }
     return faults_done(&f, o->dst);
 }

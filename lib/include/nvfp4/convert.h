@@ -13,6 +13,8 @@
  *   3. Every other file of SRC (tokenizer, generation config, README, ...) copied.
  *   4. model.safetensors.index.json, hf_quant_config.json, config.json.
  *   5. nvfp4-manifest.json, last: its presence marks a complete checkpoint.
+ * With --shard I/N (shard_count > 0) a run writes only its part of 1 and, last, the part record
+ * .nvfp4-parts/I-of-N.json; nvf_merge_run() then writes 3 to 5 for the union of the N parts.
  */
 #ifndef NVFP4_CONVERT_H
 #define NVFP4_CONVERT_H
@@ -110,9 +112,10 @@ void nvf_convert_options_init(nvf_convert_options *o, const char *src, const cha
                               const nvf_recipe *recipe);
 
 /**
- * Run a conversion (the whole of SPEC sections 5 and 6 for target modelopt).
- * With resume, a DST that already holds this conversion complete (manifest, no journal) is
- * verified and kept: *out then counts every shard as reused.
+ * Run a conversion (the whole of SPEC sections 5 and 6 for target modelopt), or one part of it
+ * (shard_count > 0: NVF_E_INVALID when not 0 <= shard_index < shard_count <=
+ * NVF_CONVERT_MAX_PARTS). With resume, a DST that already holds this conversion complete (manifest,
+ * no journal) is verified and kept: *out then counts every shard as reused.
  * @return 0 and *out filled; NVF_E_INVALID when DST is not empty and neither resume nor force is
  * set, when DST holds a file the conversion does not write, when SRC is a single shard without
  * a config.json beside it, or for an --input-amax entry that is not a positive finite number;

@@ -4,7 +4,8 @@
 # shard claimed by two parts, parts of two splits, a shard file missing or of another size, a
 # source file changed since the parts ran, a malformed record; with --rehash, a shard whose bytes
 # changed (without it the parts are trusted, and `hash --check` then finds the change). A part
-# still running (its lock held) is exit 1.
+# still running (its lock held, its record not written yet) is exit 1, and so is a part started
+# while DST's lock (a merge's) is held.
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -84,9 +85,16 @@ refused "shard '$victim' does not hold what its part recorded" --rehash
 expect 3 "$victim" -- "$T" hash "$tmp/m" --check
 
 fresh
+rm "$tmp/m/.nvfp4-parts/1-of-3.json" # a part run again removes its record first
 flock "$tmp/m/.nvfp4-parts/1-of-3.lock" -c "'$T' merge '$tmp/m'" >"$tmp/out" 2>"$tmp/err" &&
     fail "merge while part 1-of-3 holds its lock exited 0"
 grep -qF "part 1-of-3 is still running" "$tmp/err" || fail "running part: $(cat "$tmp/err")"
+
+fresh
+flock "$tmp/m/.nvfp4-convert.lock" -c "'$T' convert '$tmp/src' '$tmp/m' --quiet --max-shard-size 100KB --shard 0/3" \
+    >"$tmp/out" 2>"$tmp/err" && fail "a part ran while DST's lock (a merge's) was held"
+grep -qF "is in use by a merge or conversion" "$tmp/err" || fail "part during a merge: $(cat "$tmp/err")"
+[ -e "$tmp/m/.nvfp4-parts/0-of-3.json" ] || fail "a refused part removed its record"
 
 fresh
 touch -d '2001-01-01' "$tmp/src/tokenizer.json"
