@@ -21,6 +21,9 @@ rc=0
 OUT=$res bash tests/gpu/device-profile.sh test || rc=1
 if bash tests/cli/moe/cuda.sh >"$res/moe-cuda.log" 2>&1; then echo "PASS cli/moe/cuda"; else
     echo "FAIL cli/moe/cuda"; tail -20 "$res/moe-cuda.log"; rc=1; fi
+if bash tests/cli/verify/cuda.sh >"$res/verify-cuda.log" 2>&1; then echo "PASS cli/verify/cuda"; else
+    echo "FAIL cli/verify/cuda"; tail -20 "$res/verify-cuda.log"; rc=1; fi
+grep "kernel rel-L2" "$res/verify-cuda.log" | head -8
 tokens=${NVFP4_MOE_TOKENS:-1,8,16,128,512,1024,2048,4096}
 summary() { python3 - "$@" <<'PY'
 import json, sys
