@@ -82,6 +82,25 @@ alive() {
     [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null
 }
 
+# Every cluster started, with the pid of the process it belongs to (NVFP4_SLURM_OWNER, else
+# the caller of `start`): a test killed before its teardown (a ctest timeout) leaves daemons
+# behind, which the next start stops.
+registry=/tmp/nvfp4-slurm-clusters
+reap_stale() {
+    local d owner keep=()
+    [ -f "$registry" ] || return 0
+    while read -r d owner; do
+        [ -d "$d" ] || continue
+        if kill -0 "$owner" 2>/dev/null; then
+            keep+=("$d $owner")
+        else
+            echo "slurm setup: stopping the cluster left in $d (its owner $owner is gone)" >&2
+            stop "$d" || true
+        fi
+    done <"$registry"
+    printf '%s\n' "${keep[@]}" >"$registry"
+}
+
 start() {
     local dir=$1
     install
@@ -93,6 +112,11 @@ start() {
     chmod 0700 "$dir"
     mkdir -p "$dir"/{munge,state,spool,log,pids}
     chmod 0700 "$dir/munge"
+    (
+        flock 9
+        reap_stale
+        echo "$dir ${NVFP4_SLURM_OWNER:-$PPID}" >>"$registry"
+    ) 9>>"$registry.lock"
 
     local host node ports ctld_port slurmd_port hw
     host=$(hostname -s)

@@ -29,7 +29,7 @@ fail() {
 grep -q -- '--shard' "$tmp/help.out" || fail "convert has no --shard option"
 
 rc=0
-bash "$here/setup.sh" start "$slurm" || rc=$?
+NVFP4_SLURM_OWNER=$$ bash "$here/setup.sh" start "$slurm" || rc=$?
 [ "$rc" -eq 77 ] && exit 77
 [ "$rc" -eq 0 ] || fail "tests/slurm/setup.sh start exited $rc"
 # shellcheck disable=SC1091
