@@ -41,9 +41,10 @@ opts="--max-shard-size 300KB"
 # shellcheck disable=SC2086
 "$tool" convert "$tmp/src" "$tmp/ref" --device cpu --quiet $opts
 
-# The tool as the jobs see it: part 2's first run is killed with SIGTERM once its progress
-# journal records a finished shard (convert stops cleanly, exit 5, keeping that shard); should
-# it finish before that, the run fails all the same (exit 1), as on a node lost after the work.
+# The tool as the jobs see it: part 2's first run is stopped as soon as its progress journal
+# records a finished shard, then sent SIGTERM (convert stops cleanly, exit 5, keeping that
+# shard); should it finish before that, the run fails all the same (exit 1), as on a node lost
+# after the work.
 cat >"$tmp/tool.sh" <<EOF
 #!/usr/bin/env bash
 if [ "\${SLURM_ARRAY_TASK_ID:-}" != 2 ] || [ -e "$tmp/killed-once" ]; then
@@ -52,15 +53,16 @@ fi
 echo "not killed: it ended first" >"$tmp/killed-once"
 "$tool" "\$@" &
 pid=\$!
-for _ in \$(seq 1 4000); do
-    kill -0 \$pid 2>/dev/null || break
-    mask=\$(awk '/^SigCgt:/ {print \$2}' /proc/\$pid/status 2>/dev/null) || mask=
-    if [ -n "\$mask" ] && (((0x\$mask >> 14) & 1)) &&
-        grep -qs sha256 "$tmp/dst/.nvfp4-parts/2-of-4.progress.json"; then
-        kill -TERM \$pid && echo "killed after a shard" >"$tmp/killed-once"
+# Builtins only in this loop (no fork), so that the stop lands right after the first shard.
+journal="$tmp/dst/.nvfp4-parts/2-of-4.progress.json"
+while kill -0 \$pid 2>/dev/null; do
+    c=
+    [ -s "\$journal" ] && { IFS= read -r -d '' c <"\$journal" || true; }
+    if [[ "\$c" == *sha256* ]]; then
+        kill -STOP \$pid && kill -TERM \$pid && kill -CONT \$pid &&
+            echo "killed after a shard" >"$tmp/killed-once"
         break
     fi
-    sleep 0.005
 done
 rc=0
 wait \$pid || rc=\$?
