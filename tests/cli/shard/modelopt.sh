@@ -19,8 +19,14 @@ merged() { # N DIR: merge, compare, check
     cp -r "$2/.nvfp4-parts" "$tmp/parts-$1"
     "$NVFP4_PYTHON" "$(dirname "$0")/check_parts.py" "$NVFP4_SCHEMAS/part.schema.json" \
         "$tmp/parts-$1" "$1" "$tmp/one" >/dev/null || fail "N=$1: part records"
-    "$T" merge "$2" --quiet || fail "N=$1: merge exited $?"
+    "$T" merge "$2" --quiet --json >"$tmp/merge.json" || fail "N=$1: merge exited $?"
+    "$NVFP4_PYTHON" - "$tmp/merge.json" "$1" "$n_shards" <<'PY' || fail "N=$1: merge --json"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert (s["parts"], s["shards"], s["shards_rehashed"]) == (int(sys.argv[2]), int(sys.argv[3]), 0), s
+PY
     diff -r "$tmp/one" "$2" || fail "N=$1: merged DST differs from the one-job conversion"
+    [ ! -e "$2/.nvfp4-parts" ] || fail "N=$1: merge left .nvfp4-parts"
     "$T" hash "$2" --check --quiet >/dev/null || fail "N=$1: hash --check after merge"
 }
 for n in 1 2 3 7; do
