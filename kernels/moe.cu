@@ -313,17 +313,19 @@ done:
     return rc;
 }
 
-/* Rows per expert (on average) from which 64-row tiles are used: 32 (bench moe at e6cdf1b: at
- * 32 rows 64-row tiles beat 16-row ones by 1.16x on DeepSeek-V3, at 16 rows they lose), or
- * NVFP4_MOE_TILE64_ROWS (for `bench moe` sweeps). Read once. */
-static int64_t tile64_rows(void) {
-    static int64_t v = -1;
-    if (v < 0) {
-        const char *env = getenv("NVFP4_MOE_TILE64_ROWS");
-        long long x = env ? atoll(env) : 0;
-        v = x > 0 ? (int64_t)x : 32;
+/* Rows per expert (on average) from which tiles of `rows` rows are used: 64-row tiles from 32
+ * (bench moe at e6cdf1b: at 32 rows 64-row tiles beat 16-row ones by 1.16x on DeepSeek-V3, at 16
+ * rows they lose), 32-row tiles from 8; NVFP4_MOE_TILE64_ROWS and NVFP4_MOE_TILE32_ROWS change
+ * them (for `bench moe` sweeps). Read once. */
+static int64_t tile_rows_from(int32_t rows) {
+    static int64_t v64 = -1, v32 = -1;
+    if (v64 < 0) {
+        const char *e64 = getenv("NVFP4_MOE_TILE64_ROWS"), *e32 = getenv("NVFP4_MOE_TILE32_ROWS");
+        long long x64 = e64 ? atoll(e64) : 0, x32 = e32 ? atoll(e32) : 0;
+        v32 = x32 > 0 ? (int64_t)x32 : 8;
+        v64 = x64 > 0 ? (int64_t)x64 : 32;
     }
-    return v;
+    return rows == 64 ? v64 : v32;
 }
 
 /* K splits for a GEMM of n weight rows and k values: enough CTAs for about four per SM when
@@ -360,11 +362,18 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
                              "MoE run of %" PRId64 " tokens: the state takes 1..%" PRId64, t,
                              m->max_tokens);
     {
-        /* 16-row tiles while experts get few rows each (the weight stream bounds the time),
-         * 64-row tiles beyond */
+        /* 16-row tiles while experts get few rows each (the weight stream bounds the time);
+         * 32-row tiles from tile_rows_from(32) rows per expert, so that an expert's rows fit
+         * one tile and its weights are read once (with 16-row tiles at 16 rows on average,
+         * about half the experts need a second tile: ncu at 00142a7, DeepSeek-V3 512 tokens);
+         * 64-row tiles beyond. 32 and 64 only where the shared-memory kernel runs. */
         int64_t et = L->n_experts_total > E ? L->n_experts_total : E;
         int64_t local = slots * E / et > 0 ? slots * E / et : 1; /* expected local rows */
-        int32_t tile_rows = local / E >= tile64_rows() ? 64 : 16;
+        int32_t tile_rows = 16;
+        for (int32_t rows = 64; rows >= 32 && tile_rows == 16; rows /= 2)
+            if (local / E >= tile_rows_from(rows) && nvf_cuda_moe_gemm_cta_rows(H, rows) == 256 &&
+                nvf_cuda_moe_gemm_cta_rows(I, rows) == 256)
+                tile_rows = rows;
         int32_t max_tiles = (int32_t)((slots + tile_rows - 1) / tile_rows + E);
         /* tiles: one per row while rows are fewer than experts, else at least one per expert */
         int64_t tiles_est = local < E ? local : (local + tile_rows - 1) / tile_rows;

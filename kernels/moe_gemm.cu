@@ -223,14 +223,16 @@ __global__ void __launch_bounds__(WM *WN * 32)
 /* ---- launchers --------------------------------------------------------------------------- */
 
 /* NVFP4_MOE_GEMM picks the kernels, for side-by-side timing: v1 the first ones (registers only,
- * 8-byte steps, 16- and 64-row tiles), v2 the register kernel with 16-byte steps and prefetch for
- * 16-row tiles (K % 128 == 0) and the shared-memory kernel for 64-row tiles; the default (v3)
- * the shared-memory kernel (moe_gemm_tiled.cu) for both where K % 32 == 0. Read once. */
+ * 8-byte steps, 16- and 64-row tiles); v2, the default, the register kernel with 16-byte steps
+ * (K % 128 == 0) and prefetch for 16-row tiles and the shared-memory kernel (moe_gemm_tiled.cu)
+ * for 64-row tiles (K % 32 == 0); v3 the shared-memory kernel for both. bench moe at 00142a7
+ * on the H200: v2 is 4-12% faster than v3 up to 128 tokens, v3 5% faster at 512 tokens on
+ * DeepSeek-V3 and even elsewhere (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
 static int gemm_version(void) {
     static int v = 0;
     if (v == 0) {
         const char *env = getenv("NVFP4_MOE_GEMM");
-        v = env && strcmp(env, "v1") == 0 ? 1 : env && strcmp(env, "v2") == 0 ? 2 : 3;
+        v = env && strcmp(env, "v1") == 0 ? 1 : env && strcmp(env, "v3") == 0 ? 3 : 2;
     }
     return v;
 }
@@ -241,7 +243,7 @@ extern "C" int nvf_cuda_moe_gemm_step(int64_t k, int32_t tile_rows) {
 
 static int use_tiled(int64_t k, int32_t tile_rows) {
     int v = gemm_version();
-    return v != 1 && k % 32 == 0 && (v == 3 || tile_rows == 64);
+    return v != 1 && k % 32 == 0 && (v == 3 || tile_rows >= 32);
 }
 
 extern "C" int nvf_cuda_moe_gemm_cta_rows(int64_t k, int32_t tile_rows) {

@@ -1,6 +1,6 @@
 /*
  * The grouped NVFP4 GEMM staged in shared memory (kernels/moe_gemm.h steps 3 and 5): a CTA of 8
- * warps computes one tile of 16 * MT permuted rows of one expert (MT 1: 16-row tiles, MT 4:
+ * warps computes one tile of 16 * MT permuted rows of one expert (MT 1, 2, 4: 16-, 32- and
  * 64-row tiles) x 256 weight rows. Each 64-value K chunk of A (16 MT rows x 128 bytes) and of
  * the weights (256 rows x 32 bytes, with the chunk's two 512-byte 128x4 scale tiles) is copied
  * to shared memory with cp.async, TB_STAGES - 1 chunks ahead of the one being multiplied, so
@@ -248,6 +248,9 @@ extern "C" int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const
                                        const nvf_cuda_moe_plan *plan, struct CUstream_st *stream) {
     if (plan->tile_rows == 16)
         return launch_tiled<1>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
+                               stream);
+    if (plan->tile_rows == 32)
+        return launch_tiled<2>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
                                stream);
     return launch_tiled<4>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
                            stream);

@@ -2,14 +2,16 @@
 # Install the Debian packages the build and the tests need, when they are missing and we are
 # root. Anyone else gets the apt-get line to run.
 #   bash scripts/deps.sh          the build and test dependencies (a missing one is an error)
-#   bash scripts/deps.sh slurm    also Slurm (slurmctld, slurmd, the client) and munge, for the
+#   bash scripts/deps.sh slurm    only Slurm (slurmctld, slurmd, the client) and munge, for the
 #                                 optional single-node Slurm test (tests/slurm/setup.sh)
 # Exit 0 when everything asked for is installed, 1 when something is missing and cannot be
 # installed here (not root, or apt-get failed).
 set -euo pipefail
 
+# clang and libclang-rt-14-dev: the libFuzzer stage (scripts/fuzz.sh); valgrind: the memcheck
+# test (tests/valgrind/memcheck.sh).
 pkgs=(cmake make gcc pkg-config zlib1g-dev libssl-dev libyaml-dev libcjson-dev
-      python3 python3-jsonschema python3-yaml)
+      python3 python3-jsonschema python3-yaml clang libclang-rt-14-dev valgrind)
 for group in "$@"; do
     case "$group" in
     slurm) pkgs=(slurm-wlm slurmctld slurmd slurm-client munge) ;;

@@ -17,10 +17,16 @@
 #include <yaml.h>
 
 /* A recipe is a few hundred bytes, three levels deep. libyaml's scanner takes time quadratic in
- * the flow nesting depth (400 KB of '[' took minutes, issue #11 item 14), so size and depth are
- * capped before the document is loaded. */
-#define MAX_RECIPE_BYTES ((size_t)1 << 20)
-#define MAX_RECIPE_DEPTH 64
+ * the flow nesting depth (400 KB of '[' took minutes, issue #11 item 14), and its document loader
+ * looks every anchor and alias up in a list of the anchors so far (20,000 anchors took 3 s, a
+ * 1 MiB file of them would take a minute), so size, depth, anchors and aliases are capped before
+ * the document is loaded. Aliases are never expanded: the loader makes an alias a reference to
+ * the anchored node, and the reader visits each key and value of the three levels it reads once,
+ * so a "billion laughs" costs no more than its text. */
+#define MAX_RECIPE_BYTES   ((size_t)1 << 20)
+#define MAX_RECIPE_DEPTH   64
+#define MAX_RECIPE_ANCHORS 64
+#define MAX_RECIPE_ALIASES 256
 
 static const char *const k_sections[] = {"quantization", "scope", "target", "output", "verify"};
 
@@ -188,8 +194,9 @@ static int read_root(const yctx *c, const yaml_node_t *root) {
     return 0;
 }
 
-/* Refuse a text over MAX_RECIPE_BYTES or nested deeper than MAX_RECIPE_DEPTH, reading events
- * only up to the first level too deep. A syntax error is left to the loader to report. */
+/* Refuse a text over MAX_RECIPE_BYTES, nested deeper than MAX_RECIPE_DEPTH or with more than
+ * MAX_RECIPE_ANCHORS anchors or MAX_RECIPE_ALIASES aliases, reading events only up to the first
+ * one too many. A syntax error is left to the loader to report. */
 static int check_bounds(const char *text, size_t len, const char *name) {
     if (len > MAX_RECIPE_BYTES)
         return nvf_error_set(NVF_E_CONFIG, "%s: %zu bytes; a recipe is at most %zu bytes (1 MiB)",
@@ -198,14 +205,27 @@ static int check_bounds(const char *text, size_t len, const char *name) {
     if (!yaml_parser_initialize(&parser))
         return nvf_error_set(NVF_E_NOMEM, "%s: cannot start the YAML parser", name);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    int depth = 0, rc = 0;
+    int depth = 0, anchors = 0, aliases = 0, rc = 0;
     for (;;) {
         yaml_event_t ev;
         if (!yaml_parser_parse(&parser, &ev))
             break;
         yaml_event_type_t type = ev.type;
         yaml_mark_t at = ev.start_mark;
+        int anchored = (type == YAML_SCALAR_EVENT && ev.data.scalar.anchor) ||
+                       (type == YAML_SEQUENCE_START_EVENT && ev.data.sequence_start.anchor) ||
+                       (type == YAML_MAPPING_START_EVENT && ev.data.mapping_start.anchor);
         yaml_event_delete(&ev);
+        if (anchored && ++anchors > MAX_RECIPE_ANCHORS) {
+            rc = nvf_error_set(NVF_E_CONFIG, "%s:%zu:%zu: more than %d anchors (&name)", name,
+                               at.line + 1, at.column + 1, MAX_RECIPE_ANCHORS);
+            break;
+        }
+        if (type == YAML_ALIAS_EVENT && ++aliases > MAX_RECIPE_ALIASES) {
+            rc = nvf_error_set(NVF_E_CONFIG, "%s:%zu:%zu: more than %d aliases (*name)", name,
+                               at.line + 1, at.column + 1, MAX_RECIPE_ALIASES);
+            break;
+        }
         if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
             if (++depth > MAX_RECIPE_DEPTH) {
                 rc = nvf_error_set(NVF_E_CONFIG,

@@ -37,3 +37,45 @@ interrupt() {
     rc=0
     wait "$pid" || rc=$?
 }
+#   snapshot DIR [SKIP]...               every path under DIR (type, size, mtime), sorted, leaving
+#                                        out the subdirectories SKIP (relative to DIR) and what
+#                                        they hold: compare two to show that nothing outside DST
+#                                        (a SKIP) was written
+snapshot() {
+    local dir=$1 x prune=()
+    shift
+    for x in "$@"; do prune+=(-path "$dir/$x" -prune -o); done
+    find "$dir" -mindepth 1 "${prune[@]}" -printf '%P %y %s %T@\n' | LC_ALL=C sort
+}
+#   kill_shim                            build $tmp/kill_shim.so (tests/cli/convert/kill_shim.c):
+#                                        under LD_PRELOAD, rename() to a path whose last component
+#                                        is $KILL_AT sends SIGKILL to the process, before the
+#                                        rename (KILL_WHEN=before) or after it (after). Exit 77
+#                                        without a C compiler.
+kill_shim() {
+    local cc
+    cc=$(command -v cc || command -v gcc || command -v clang || true)
+    [ -n "$cc" ] || { echo "no C compiler: skipped"; exit 77; }
+    "$cc" -shared -fPIC -o "$tmp/kill_shim.so" "$NVFP4_SOURCE_DIR/tests/cli/convert/kill_shim.c" \
+        -ldl
+}
+#   unprivileged                         run the tool where file permissions hold: as root, TOOL is
+#                                        a copy of the tool in $tmp/bin (so that the build's own
+#                                        directory need not be open to all; $tmp is made 0755) run
+#                                        by "nobody" through setpriv (exit 77 without setpriv or
+#                                        uid 65534 able to run it); otherwise TOOL is the tool
+#                                        itself. Run it as "${TOOL[@]}" ARGS...
+unprivileged() {
+    if [ "$(id -u)" -ne 0 ]; then
+        TOOL=("$NVFP4TOOL")
+        return
+    fi
+    command -v setpriv >/dev/null || { echo "root without setpriv: skipped"; exit 77; }
+    chmod 0755 "$tmp"
+    mkdir -p "$tmp/bin"
+    cp "$NVFP4TOOL" "$tmp/bin/nvfp4tool"
+    chmod 0755 "$tmp/bin" "$tmp/bin/nvfp4tool"
+    TOOL=(setpriv --reuid=65534 --regid=65534 --clear-groups "$tmp/bin/nvfp4tool")
+    "${TOOL[@]}" --version >/dev/null 2>&1 ||
+        { echo "uid 65534 cannot run the tool (${TOOL[*]}): skipped"; exit 77; }
+}

@@ -5,7 +5,7 @@
  * gives the GPU the same bytes in the prepared layout it builds here with nvfp4/layout.h
  * (up/gate rows interleaved by 64, scales 128x4 swizzled, padding 0). The routing the GPU gets
  * is nvf_moe_route_ref on logits computed as the forward computes them (same f32 loop).
- * Cases: random routing; T = 1; T = 37 and 200 (not multiples of the 16- or 64-row tiles);
+ * Cases: random routing; T = 1; T = 37, 64 and 200 (16-, 32- and 64-row tiles, not multiples);
  * all tokens to one expert (top-1 on a zero router: every logit ties, the lower id wins) and so
  * experts with zero tokens; H = 1040 (K not a multiple of 64) and split K; the DeepSeek-V3
  * (7168, 2048) and GPT-OSS (2880, 2880) expert shapes; silu, swiglu, situ, relu2 (non-gated);
@@ -362,6 +362,8 @@ int main(void) {
         {"T=1 silu", 8, 256, 128, 1, 2, NVF_MOE_ACT_SILU, 0, 0, rtn},
         {"split-K, K%64!=0", 6, 1040, 192, 5, 3, NVF_MOE_ACT_SILU, 0, 0, rtn},
         {"64-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SILU, 0, 0, rtn},
+        {"32-row tiles", 8, 256, 128, 64, 2, NVF_MOE_ACT_SILU, 0, 0, rtn},
+        {"w4a4 32-row tiles", 8, 512, 128, 64, 2, NVF_MOE_ACT_SWIGLU, 1, 0, fo6},
         {"all to one expert", 8, 256, 128, 37, 1, NVF_MOE_ACT_SILU, 0, 1, rtn},
         {"all to one, 64-row tiles", 4, 256, 64, 200, 1, NVF_MOE_ACT_SILU, 0, 1, rtn},
         {"swiglu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SWIGLU, 0, 0, rtn},

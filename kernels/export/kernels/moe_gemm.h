@@ -4,7 +4,7 @@
  * section 5) and a run computes, for activations x [T, H] BF16 and a routing (ids, weights)
  * [T, top_k]:
  *   1. permutation: per local expert, in expert order, the (token, slot) pairs routed to it in
- *      slot order (an ordered compaction per expert, no atomics); a tile map of 16- or 64-row
+ *      slot order (an ordered compaction per expert, no atomics); a tile map of 16-, 32- or 64-row
  *      tiles per expert;
  *   2. W4A4 only: the gathered FC1 input rows quantized to NVFP4 with the expert's global scale
  *      1 / w13_input_scale (nvf_qb_quantize, RTN or 4over6) and replaced by their exact
@@ -120,10 +120,11 @@ typedef struct nvf_cuda_moe_plan {
  * = sum over the z-th range of chunks_per_split 64-value K chunks
  * of A[row] . W_e[n] for every tile of the plan: A is `a` [rows, K] BF16 (gather: row p is
  * a[perm[p] / top_k] when `gather`), W_e expert e's E2M1 rows [N, K/2] at w + e * N * K / 2
- * with its 128x4 scales at sf + e * nvf_layout_bytes(128x4, N, K/16). tile_rows 16 or 64.
+ * with its 128x4 scales at sf + e * nvf_layout_bytes(128x4, N, K/16). tile_rows 16, 32 or 64 (32
+ * only where nvf_cuda_moe_gemm_cta_rows(k, 32) is 256: the shared-memory kernel).
  * @return 0 or NVF_E_CUDA.
  */
-/** The same staged in shared memory (kernels/moe_gemm_tiled.cu), 16- or 64-row tiles;
+/** The same staged in shared memory (kernels/moe_gemm_tiled.cu), 16-, 32- or 64-row tiles;
  * K % 32 == 0. nvf_cuda_moe_gemm calls it where it applies. */
 int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                             const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k,

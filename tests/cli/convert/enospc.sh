@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # ENOSPC while writing: an LD_PRELOAD shim (built here) makes write() fail with ENOSPC once
 # LIMIT bytes went to files under DST. convert must exit 1 naming the file, leave no *.tmp and
-# no manifest in DST, and leave SRC untouched. Skipped without a C compiler.
+# no manifest in DST, and leave SRC untouched and nothing written outside DST. Skipped without a
+# C compiler.
 set -euo pipefail
 cc=$(command -v cc || command -v gcc || command -v clang || true)
 [ -n "$cc" ] || { echo "no C compiler: skipped"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../lib.sh"
 cat >"$tmp/shim.c" <<'C'
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -49,6 +51,7 @@ C
 before=$(cd "$tmp/src" && sha256sum ./* | sha256sum)
 mkdir -p "$tmp/dst"
 dst=$(cd "$tmp/dst" && pwd -P)
+around=$(snapshot "$tmp" dst err)
 for limit in 1000 300000 3000000; do
     rm -rf "${dst:?}"/* "$dst"/.nvfp4-progress.json
     rc=0
@@ -64,4 +67,5 @@ for limit in 1000 300000 3000000; do
 done
 after=$(cd "$tmp/src" && sha256sum ./* | sha256sum)
 [ "$before" = "$after" ] || { echo "source changed" >&2; exit 1; }
+[ "$around" = "$(snapshot "$tmp" dst err)" ] || fail "written outside DST"
 echo ok

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # SIGINT (and SIGTERM) in the middle: exit 5, and nothing that looks complete is left: no
-# manifest, config.json, index or *.tmp file.
+# manifest, config.json, index or *.tmp file; nothing is written outside DST (the directory
+# holding SRC and DST is the same before and after, DST aside).
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'kill -9 $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 pid=
+. "$(dirname "$0")/../lib.sh"
 "$NVFP4TOOL" synth "$tmp/src" --preset qwen3-moe --dtype bf16 --hidden 1024 --experts 32 \
     --moe-intermediate 256 --quiet >/dev/null
+around=$(snapshot "$tmp" dst err)
 for sig in INT TERM; do
     rm -rf "$tmp/dst"
     "$NVFP4TOOL" convert "$tmp/src" "$tmp/dst" --quiet --threads 1 --max-shard-size 8MB \
@@ -57,4 +60,5 @@ if [ $rc -eq 5 ]; then
         --resume >/dev/null
     "$NVFP4TOOL" hash --check "$tmp/dst" --quiet >/dev/null
 fi
+[ "$around" = "$(snapshot "$tmp" dst err)" ] || fail "written outside DST"
 echo ok

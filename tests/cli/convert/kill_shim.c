@@ -1,0 +1,29 @@
+/*
+ * LD_PRELOAD shim of tests/cli (lib.sh kill_shim): rename() to a path whose last component is
+ * $KILL_AT kills the process with SIGKILL, before the rename (KILL_WHEN=before: the temporary
+ * file complete, the final name absent) or right after it (KILL_WHEN=after). A deterministic
+ * kill -9 at one step of the finish of a conversion (index, configs, journal, manifest).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rename(const char *from, const char *to) {
+    static int (*real)(const char *, const char *);
+    if (!real)
+        real = (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
+    const char *at = getenv("KILL_AT"), *when = getenv("KILL_WHEN");
+    const char *base = strrchr(to, '/');
+    base = base ? base + 1 : to;
+    int hit = at && strcmp(base, at) == 0;
+    int after = when && strcmp(when, "after") == 0;
+    if (hit && !after)
+        raise(SIGKILL);
+    int rc = real(from, to);
+    if (hit)
+        raise(SIGKILL);
+    return rc;
+}
