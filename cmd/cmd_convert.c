@@ -22,7 +22,7 @@
 
 static cli_common g_common;
 static cli_list g_include, g_exclude;
-static const char *g_target, *g_max_shard, *g_input_amax, *g_max_host, *g_devices;
+static const char *g_target, *g_max_shard, *g_input_amax, *g_max_host, *g_devices, *g_shard;
 static const char *g_method, *g_error, *g_domain, *g_e4m3_max, *g_arith, *g_scale_layout, *g_ep;
 static int g_keep_source, g_resume, g_force, g_allow_nonfinite, g_allow_empty, g_no_follow;
 static int g_strict;
@@ -65,12 +65,34 @@ static const cli_opt k_opts[] = {
      "error (exit 3), not re-quantized onto the shared scale"},
     {"devices", "LIST", CLI_STRING, &g_devices,
      "spread tensors over these devices: GPU ordinals or cpu, e.g. 0,1 (overrides --device)"},
+    {"shard", "I/N", CLI_STRING, &g_shard,
+     "convert only part I (0-based) of N of the output shards, for N jobs into one DST; then "
+     "`nvfp4tool merge DST`"},
     {"no-follow-outside", NULL, CLI_FLAG, &g_no_follow,
      "a file of SRC linking outside SRC (and its Hugging Face cache repo) is an error (exit 3), "
      "not a warning"},
 };
 
 #define MAX_DEVICES 64
+
+/* --shard "I/N": decimal, 0 <= I < N <= NVF_CONVERT_MAX_PARTS. @return 0, or -1 when not. */
+static int parse_shard(int *index, int *count, const char *s) {
+    char *end;
+    long v[2];
+    for (int k = 0; k < 2; k++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        v[k] = strtol(s, &end, 10);
+        if (end - s > 6 || *end != (k == 0 ? '/' : '\0'))
+            return -1;
+        s = end + 1;
+    }
+    if (v[1] < 1 || v[1] > NVF_CONVERT_MAX_PARTS || v[0] >= v[1])
+        return -1;
+    *index = (int)v[0];
+    *count = (int)v[1];
+    return 0;
+}
 
 /* --devices "0,1" | "cuda:0,cuda:1" | "cpu,cpu": the whole list is checked first, then each
  * entry resolved like --device (an absent GPU is exit 4). */
@@ -134,7 +156,12 @@ static const cli_spec k_spec = {
         "rewritten).\n"
         "Links in SRC are followed; one pointing outside SRC (and outside the Hugging Face cache\n"
         "repository holding SRC) is named in a warning, or is an error with --no-follow-outside\n"
-        "(exit 3, before DST is touched).\n",
+        "(exit 3, before DST is touched).\n"
+        "--shard I/N (0 <= I < N) converts the I-th of N parts of the output shards (contiguous,\n"
+        "balanced by bytes; the same split whatever the machine) and writes its part record\n"
+        "DST/.nvfp4-parts/I-of-N.json, but no index, config, side file or manifest: run all N\n"
+        "(side by side, on machines sharing DST), then `nvfp4tool merge DST`. Each part locks\n"
+        "and journals on its own (.nvfp4-parts/I-of-N.lock, .progress.json); --resume per part.\n",
     .opts = k_opts,
     .n_opts = sizeof k_opts / sizeof k_opts[0],
     .min_pos = 2,
@@ -243,6 +270,10 @@ static int print_summary(const nvf_convert_options *o, const nvf_convert_summary
     cJSON_AddNumberToObject(j, "threads", o->threads > 0 ? o->threads : (cores > 0 ? cores : 1));
     cJSON_AddNumberToObject(j, "shards_reused", (double)s->shards_reused);
     cJSON_AddNumberToObject(j, "devices", o->n_devices > 1 ? (double)o->n_devices : 1.0);
+    if (o->shard_count > 0) {
+        cJSON_AddNumberToObject(j, "part", o->shard_index);
+        cJSON_AddNumberToObject(j, "parts", o->shard_count);
+    }
     cJSON_AddNumberToObject(j, "seconds", secs);
     cJSON_AddNumberToObject(j, "gb_per_s", gbs);
     cJSON_AddNumberToObject(j, "peak_rss_bytes", rss);
@@ -272,7 +303,16 @@ int cmd_convert(int argc, char **argv) {
         rc = cli_usage_error(&k_spec, "--max-host-memory: cannot read '%s' as a size", g_max_host);
         goto done;
     }
+    int shard_index = 0, shard_count = 0;
+    if (g_shard && parse_shard(&shard_index, &shard_count, g_shard) != 0) {
+        rc =
+            cli_usage_error(&k_spec, "--shard: bad value '%s' (expected I/N with 0 <= I < N <= %d)",
+                            g_shard, NVF_CONVERT_MAX_PARTS);
+        goto done;
+    }
     nvf_convert_options_init(&o, pos[0], pos[1], &r);
+    o.shard_index = shard_index;
+    o.shard_count = shard_count;
     o.keep_source_precision = g_keep_source;
     o.input_amax_path = g_input_amax;
     o.resume = g_resume;

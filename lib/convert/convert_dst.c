@@ -12,6 +12,11 @@
  * A prepared target with --ep N writes into rank directories "rank-0000r-of-0000N/" of DST: each
  * is checked, cleared and released like DST itself (it holds shards, index, config and side
  * files; the lock, journal and manifest are DST's).
+ * A part of --shard i/N shares DST with the other parts, which may run at the same time on other
+ * machines of a shared filesystem: it locks only its own .nvfp4-parts/i-of-N.lock (DST and
+ * .nvfp4-parts created with mkdir, EEXIST being fine), accepts what any part writes whatever the
+ * flags (DST holds the others' shards), clears only its own temporary files, journal and record,
+ * and never removes DST or a rank directory (another part may be about to write into it).
  */
 #include "convert_internal.h"
 
@@ -34,6 +39,8 @@ struct cv_dst {
     char *lock_path;
     int lock_fd;
     int created; /* this run created DST */
+    int part;    /* a part of --shard i/N: nothing but its own files is touched */
+    int index, count;
 };
 
 static const char *const k_outputs[] = {NVF_MANIFEST_NAME, "model.safetensors.index.json",
@@ -123,6 +130,7 @@ static int is_ours(const char *name, const cv_sources *src) {
 /* DST (top) or one of its rank directories: empty, or with --resume/--force only ours. */
 static int check_contents(const nvf_convert_options *o, const cv_sources *src, const char *dir,
                           int top) {
+    int part = o->shard_count > 0;
     DIR *d = opendir(dir);
     if (!d)
         return nvf_error_set(NVF_E_IO, "cannot list '%s': %s", dir, strerror(errno));
@@ -132,7 +140,9 @@ static int check_contents(const nvf_convert_options *o, const cv_sources *src, c
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
             strcmp(e->d_name, CV_LOCK_NAME) == 0)
             continue;
-        if (!o->resume && !o->force) {
+        if (top && part && strcmp(e->d_name, NVF_CONVERT_PARTS_DIR) == 0)
+            continue; /* the parts' records, journals and locks */
+        if (!o->resume && !o->force && !part) {
             rc = nvf_error_set(NVF_E_INVALID,
                                "'%s' is not empty (holds '%s'): use --resume to continue a "
                                "conversion or --force to overwrite",
@@ -211,6 +221,29 @@ static int take_lock(cv_dst *d) {
     return nvf_error_set(NVF_E_IO, "cannot lock '%s': it keeps being replaced", d->lock_path);
 }
 
+/*
+ * A part, once it holds its own lock: DST's lock must be free (no merge, no one-job conversion
+ * into DST). A merge takes DST's lock and then checks the parts' locks, so of a part and a merge
+ * starting together at least one sees the other's lock and stops.
+ */
+static int check_not_merging(const cv_dst *d) {
+    char *path = nvf_path_join(d->dir, CV_LOCK_NAME);
+    if (!path)
+        return nvf_error_set(NVF_E_NOMEM, "no memory");
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = NVF_OK;
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        char pid[32];
+        read_pid(pid, sizeof pid, fd);
+        rc = nvf_error_set(NVF_E_IO, "'%s' is in use by a merge or conversion (pid %s holds '%s')",
+                           d->dir, pid, path);
+    }
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    return rc;
+}
+
 static int remove_empty_rank(const char *path, const char *name, const void *ctx) {
     (void)name;
     (void)ctx;
@@ -219,13 +252,13 @@ static int remove_empty_rank(const char *path, const char *name, const void *ctx
 }
 
 static void release(cv_dst *d) {
-    if (d->lock_fd >= 0)
+    if (d->lock_fd >= 0 && !d->part)
         each_rank_dir(d->dir, remove_empty_rank, NULL);
     if (d->lock_fd >= 0) {
         unlink(d->lock_path);
         close(d->lock_fd); /* unlocks */
     }
-    if (d->created)
+    if (d->created && !d->part)
         rmdir(d->dir); /* only when nothing is left in it (no finished shard to resume) */
     free(d->dir);
     free(d->lock_path);
@@ -240,10 +273,20 @@ int cv_dst_open(cv_dst **out, const nvf_convert_options *o, const cv_sources *sr
     d->lock_fd = -1;
     d->created = !nvf_path_is_dir(o->dst);
     d->dir = strdup(o->dst);
-    d->lock_path = nvf_path_join(o->dst, CV_LOCK_NAME);
-    int rc = d->dir && d->lock_path ? nvf_mkdir_p(o->dst) : nvf_error_set(NVF_E_NOMEM, "no memory");
+    d->part = o->shard_count > 0;
+    d->index = o->shard_index;
+    d->count = o->shard_count;
+    d->lock_path = d->part ? cv_parts_path(o->dst, d->index, d->count, ".lock")
+                           : nvf_path_join(o->dst, CV_LOCK_NAME);
+    char *parts = d->part ? nvf_path_join(o->dst, NVF_CONVERT_PARTS_DIR) : NULL;
+    int rc = d->dir && d->lock_path && (parts || !d->part)
+                 ? nvf_mkdir_p(parts ? parts : o->dst)
+                 : nvf_error_set(NVF_E_NOMEM, "no memory");
+    free(parts);
     if (rc == NVF_OK)
         rc = take_lock(d);
+    if (rc == NVF_OK && d->part)
+        rc = check_not_merging(d);
     if (rc == NVF_OK)
         rc = check_contents(o, src, o->dst, 1);
     if (rc != NVF_OK) {
@@ -256,14 +299,81 @@ int cv_dst_open(cv_dst **out, const nvf_convert_options *o, const cv_sources *sr
     return NVF_OK;
 }
 
-int cv_dst_clear(const cv_dst *d, int journal_too) {
+/* The merge's outputs (not temporary files: other parts' are being written). */
+static int is_merged_output(const char *name, const void *ctx) {
+    (void)ctx;
+    for (size_t i = 0; i < sizeof k_outputs / sizeof k_outputs[0]; i++)
+        if (strcmp(name, k_outputs[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int clear_rank_merged(const char *path, const char *name, const void *ctx) {
+    (void)name;
+    return remove_where(path, is_merged_output, ctx);
+}
+
+static int unlink_quiet(const char *path) {
+    if (!path)
+        return nvf_error_set(NVF_E_NOMEM, "no memory");
+    if (unlink(path) != 0 && errno != ENOENT)
+        return nvf_error_set(NVF_E_IO, "cannot remove '%s': %s", path, strerror(errno));
+    return NVF_OK;
+}
+
+/* A part: its record (it is written again at the end), its journal (with journal_too), the
+ * temporary files of its shards, and what a merge wrote (the union changes). */
+static int clear_part(const cv_dst *d, int journal_too, const cv_plan *p) {
+    char *rec = cv_parts_path(d->dir, d->index, d->count, ".json");
+    int rc = unlink_quiet(rec);
+    free(rec);
+    if (rc == NVF_OK && journal_too) {
+        char *j = cv_parts_path(d->dir, d->index, d->count, ".progress.json");
+        rc = unlink_quiet(j);
+        free(j);
+    }
+    for (size_t s = 0; rc == NVF_OK && s < p->n_shards; s++) {
+        if (p->shards[s].other)
+            continue;
+        char name[80];
+        snprintf(name, sizeof name, "%s.tmp", p->shards[s].name);
+        char *path = nvf_path_join(d->dir, name);
+        rc = unlink_quiet(path);
+        free(path);
+    }
+    if (rc == NVF_OK)
+        rc = remove_where(d->dir, is_merged_output, NULL);
+    return rc == NVF_OK ? each_rank_dir(d->dir, clear_rank_merged, NULL) : rc;
+}
+
+int cv_dst_clear(const cv_dst *d, int journal_too, const cv_plan *p) {
+    if (d->part)
+        return clear_part(d, journal_too, p);
     return clear_outputs(d->dir, journal_too);
+}
+
+int cv_dst_lock(cv_dst **out, const char *dst) {
+    *out = NULL;
+    cv_dst *d = calloc(1, sizeof *d);
+    if (!d)
+        return nvf_error_set(NVF_E_NOMEM, "no memory");
+    d->lock_fd = -1;
+    d->dir = strdup(dst);
+    d->lock_path = nvf_path_join(dst, CV_LOCK_NAME);
+    int rc = d->dir && d->lock_path ? take_lock(d) : nvf_error_set(NVF_E_NOMEM, "no memory");
+    if (rc != NVF_OK) {
+        release(d);
+        return rc;
+    }
+    *out = d;
+    return NVF_OK;
 }
 
 void cv_dst_close(cv_dst *d, int failed) {
     if (!d)
         return;
-    if (failed) {
+    /* A part's writer removed its own temporary files; the others' are not ours to touch. */
+    if (failed && !d->part) {
         /* Keep the first error's message: cleaning up may set another. */
         nvf_error_state st;
         nvf_error_save(&st);

@@ -11,7 +11,9 @@
  *   convert_journal.c   the progress journal, its key, and --resume;
  *   convert_source.c    the source files: list and hash (on the core pool);
  *   convert_finish.c    the index, target metadata, side files and manifest (merge reuses it);
- *   convert_meta.c      the ModelOpt configuration documents.
+ *   convert_meta.c      the ModelOpt configuration documents;
+ *   convert_parts.c     --shard i/N: the split, the fingerprint, the part records;
+ *   convert_merge.c     nvf_merge_run: the parts' union through the finish above.
  */
 #ifndef NVFP4_CONVERT_INTERNAL_H
 #define NVFP4_CONVERT_INTERNAL_H
@@ -112,6 +114,7 @@ typedef struct cv_shard {
     uint64_t source_bytes; /* bytes_in of its jobs */
     int reused;            /* taken from an earlier run (--resume) */
     int written;           /* finished by this run */
+    int other;             /* --shard i/N: another part's, not converted by this run */
     uint64_t file_bytes;
     char sha256[65];
 } cv_shard;
@@ -243,11 +246,13 @@ int cv_write_json(const char *path, const cJSON *doc, char sha256[65], uint64_t 
 
 /** The files a conversion reads: the shards and the side files (config, tokenizer, ...). */
 typedef struct cv_sources {
-    char *dir;       /* the directory the names are relative to; owned */
-    size_t n;        /* files, sorted by name */
-    char **names;    /* owned */
-    uint64_t *bytes; /* filled by cv_sources_hash */
-    char (*sha)[65]; /* filled by cv_sources_hash */
+    char *dir;           /* the directory the names are relative to; owned */
+    size_t n;            /* files, sorted by name */
+    char **names;        /* owned */
+    uint64_t *bytes;     /* filled by cv_sources_hash */
+    char (*sha)[65];     /* filled by cv_sources_hash */
+    unsigned char *only; /* NULL, or n flags: cv_sources_hash hashes only the flagged files
+                            (--shard i/N: this part's share); owned */
 } cv_sources;
 
 /**
@@ -310,8 +315,12 @@ typedef struct cv_run {
     const nvf_ckpt *ck;
     cv_plan *p;
     cv_sources src;
-    char *key;      /* the journal key */
-    cJSON *journal; /* the journal document as written */
+    char *key;          /* the journal key */
+    char *journal_path; /* DST/.nvfp4-progress.json, or the part's .nvfp4-parts/i-of-N.progress.json
+                         */
+    cJSON *journal;     /* the journal document as written */
+    cJSON *part_fp;     /* --shard i/N: the plan's fingerprint (cv_parts_select) */
+    char part_fp_sha[65];
     nvf_convert_progress prog;
 } cv_run;
 
@@ -346,7 +355,8 @@ int cv_nvfp4_job_scales(cv_job *j, cv_plan *p, const nvf_ckpt *ck, const char *l
 
 /* DST and journal -------------------------------------------------------------------------- */
 
-/** The lock file in DST: held (flock) for the whole run, removed at the end. */
+/** The lock file in DST: held (flock) for the whole run, removed at the end. A part of
+ * --shard i/N holds its own, .nvfp4-parts/i-of-N.lock, instead. */
 #define CV_LOCK_NAME ".nvfp4-convert.lock"
 
 typedef struct cv_dst cv_dst;
@@ -361,8 +371,13 @@ typedef struct cv_dst cv_dst;
 int cv_dst_open(cv_dst **out, const nvf_convert_options *o, const cv_sources *src);
 
 /** Remove what marks an earlier output complete or half-written (manifest, index, configs,
- * temporary files; the journal too when `journal_too`); finished shards stay. */
-int cv_dst_clear(const cv_dst *d, int journal_too);
+ * temporary files; the journal too when `journal_too`); finished shards stay. A part of
+ * --shard i/N removes only its own temporary files, journal and part record (other parts may be
+ * writing theirs), and the manifest, index and configs (which the merge writes again). */
+int cv_dst_clear(const cv_dst *d, int journal_too, const cv_plan *p);
+
+/** `merge`: create nothing, check nothing, only take DST's lock (released by cv_dst_close). */
+int cv_dst_lock(cv_dst **out, const char *dst);
 
 /** Release DST. After a failure, remove what looks complete (manifest, configs, index, temporary
  * files) and DST itself when this run created it and nothing is left. NULL is fine. */
@@ -393,6 +408,62 @@ int cv_journal_complete(cv_run *r, int *complete);
 
 /** Record finished shard `si` and write the journal atomically. */
 int cv_journal_add(cv_run *r, size_t si);
+
+/**
+ * Hash shard `sh` of `p` from its file at `path`: SHA-256 and size, and, when its header declares
+ * exactly the planned tensors in the planned order, every tensor's CRC-32 (into p's outputs).
+ * @return 1 when it holds the planned tensors, 0 when not (or it cannot be read).
+ */
+int cv_shard_rehash(cv_plan *p, const cv_shard *sh, const char *path, char sha[65],
+                    uint64_t *bytes);
+
+/* Parts (--shard i/N) and merge ------------------------------------------------------------ */
+
+/** DST/.nvfp4-parts/I-of-N followed by `suffix` (".json", ".lock", ...); NULL on no memory. */
+char *cv_parts_path(const char *dst, int index, int count, const char *suffix);
+
+/**
+ * The plan's fingerprint: {tool_version, recipe, options, sources: [{name, bytes, mtime}]}
+ * (a new object) and its SHA-256 (of its unformatted text). `src` is listed, not hashed.
+ * @return 0, NVF_E_IO (a source file cannot be stat'ed or the --input-amax file read), NOMEM.
+ */
+int cv_parts_fingerprint(cJSON **out, char sha[65], const nvf_convert_options *o,
+                         const cv_sources *src);
+
+/** --shard i/N: mark the shards of the other parts (`other`) and the source files this part
+ * hashes (`only`), by nvf_convert_part_range. @return 0 or NVF_E_NOMEM / NVF_E_IO. */
+int cv_parts_select(cv_run *r);
+
+/** Write this part's record (its shards, their hashes and CRC-32s, its source hashes, the
+ * fingerprint) atomically; the run's last step. */
+int cv_parts_write(const cv_run *r);
+
+/** A part record read back and checked for shape (types and ranges of every field). */
+typedef struct cv_part {
+    int index, count;
+    char *path;           /* owned */
+    cJSON *doc;           /* owned */
+    const cJSON *fp;      /* doc's "fingerprint" */
+    const char *fp_sha;   /* doc's "fingerprint_sha256" */
+    const cJSON *shards;  /* [{name, bytes, sha256, tensors: [{name, crc32}]}] */
+    const cJSON *sources; /* [{name, bytes, sha256}] */
+} cv_part;
+
+/** Read every part record of DST/.nvfp4-parts (sorted by count, then index).
+ * @return 0 (none found: *n == 0); NVF_E_FORMAT naming a malformed record; NVF_E_IO;
+ * NVF_E_NOMEM. Free with cv_parts_free() (also after a failure). */
+int cv_parts_read(cv_part **out, size_t *n, const char *dst);
+
+/** Free what cv_parts_read() returned; NULL is fine. */
+void cv_parts_free(cv_part *parts, size_t n);
+
+/* Shared with merge (convert_run.c) --------------------------------------------------------- */
+
+/** The target of the recipe (NULL, error set, when its options do not fit it). */
+const cv_target *cv_find_target(const nvf_recipe *r);
+
+/** The source's config.json for a single-shard SRC (NULL for a directory: the checkpoint's). */
+int cv_source_config(cJSON **out, const nvf_ckpt *ck);
 
 /* Finish ----------------------------------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /*
- * The progress journal DST/.nvfp4-progress.json, written atomically after every finished shard
- * and removed when the conversion completes:
+ * The progress journal DST/.nvfp4-progress.json (a part of --shard i/N keeps its own,
+ * DST/.nvfp4-parts/i-of-N.progress.json, which the merge removes), written atomically after
+ * every finished shard and removed when the conversion completes:
  *   1. "key": SHA-256 (hex) over the tool version, every source file's name, size and mtime,
  *      the --input-amax file's SHA-256, the options that change the output and the recipe;
  *   2. "shards": [{"name", "bytes", "sha256"}, ...] in the order they were finished.
@@ -70,9 +71,15 @@ static int make_key(cv_run *r) {
 }
 
 int cv_journal_start(cv_run *r) {
+    const nvf_convert_options *o = r->opt;
     int rc = make_key(r);
     if (rc != NVF_OK)
         return rc;
+    r->journal_path = o->shard_count > 0
+                          ? cv_parts_path(o->dst, o->shard_index, o->shard_count, ".progress.json")
+                          : nvf_path_join(o->dst, NVF_CONVERT_JOURNAL);
+    if (!r->journal_path)
+        return nvf_error_set(NVF_E_NOMEM, "no memory for the journal");
     r->journal = cJSON_CreateObject();
     if (!r->journal || !cJSON_AddStringToObject(r->journal, "key", r->key) ||
         !cJSON_AddArrayToObject(r->journal, "shards"))
@@ -83,8 +90,7 @@ int cv_journal_start(cv_run *r) {
 int cv_journal_add(cv_run *r, size_t si) {
     const cv_shard *s = &r->p->shards[si];
     cJSON *e = cJSON_CreateObject();
-    char *path = nvf_path_join(r->opt->dst, NVF_CONVERT_JOURNAL);
-    int ok = e && path && cJSON_AddStringToObject(e, "name", s->name) &&
+    int ok = e && cJSON_AddStringToObject(e, "name", s->name) &&
              cJSON_AddNumberToObject(e, "bytes", (double)s->file_bytes) &&
              cJSON_AddStringToObject(e, "sha256", s->sha256) &&
              cJSON_AddItemToArray(cJSON_GetObjectItem(r->journal, "shards"), e);
@@ -93,26 +99,20 @@ int cv_journal_add(cv_run *r, size_t si) {
         cJSON_Delete(e);
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for the journal of shard '%s'", s->name);
     } else {
-        rc = cv_write_json(path, r->journal, NULL, NULL);
+        rc = cv_write_json(r->journal_path, r->journal, NULL, NULL);
     }
-    free(path);
     return rc;
 }
 
-/*
- * Hash shard `sh` from its file: the file's SHA-256 and size, and, when its header declares
- * exactly the planned tensors in the planned order, every tensor's CRC-32 (into the plan's
- * outputs). @return 1 when it holds the planned tensors, 0 when not (or it cannot be read).
- */
-static int rehash_shard(cv_run *r, const cv_shard *sh, const char *path, char sha[65],
-                        uint64_t *bytes) {
+int cv_shard_rehash(cv_plan *p, const cv_shard *sh, const char *path, char sha[65],
+                    uint64_t *bytes) {
     nvf_st_file *f = NULL;
     uint64_t *begin = calloc(sh->n_out + 1, sizeof *begin);
     uint64_t *end = calloc(sh->n_out + 1, sizeof *end);
     uint32_t *crc = calloc(sh->n_out + 1, sizeof *crc);
     int ok = begin && end && crc && nvf_st_open(&f, path) == NVF_OK && f->n_tensors == sh->n_out;
     for (size_t i = 0; ok && i < sh->n_out; i++) {
-        const cv_out *o = &r->p->outs[sh->first_out + i];
+        const cv_out *o = &p->outs[sh->first_out + i];
         const nvf_st_tensor *t = &f->tensors[i];
         ok = strcmp(t->name, o->name) == 0 && t->dtype == o->dtype && t->ndim == o->ndim &&
              memcmp(t->shape, o->shape, (size_t)o->ndim * sizeof *o->shape) == 0 &&
@@ -124,7 +124,7 @@ static int rehash_shard(cv_run *r, const cv_shard *sh, const char *path, char sh
     nvf_st_close(f);
     ok = ok && nvf_hash_file_ex(sha, bytes, path, &ht, NULL, NULL) == NVF_OK;
     for (size_t i = 0; ok && i < sh->n_out; i++)
-        r->p->outs[sh->first_out + i].crc32 = crc[i];
+        p->outs[sh->first_out + i].crc32 = crc[i];
     free(begin);
     free(end);
     free(crc);
@@ -148,7 +148,7 @@ static int try_reuse(cv_run *r, cv_shard *sh, const cJSON *e) {
     uint64_t n = 0;
     if (!path)
         return nvf_error_set(NVF_E_NOMEM, "no memory");
-    int ok = rehash_shard(r, sh, path, got, &n) && strcmp(got, sha->valuestring) == 0 &&
+    int ok = cv_shard_rehash(r->p, sh, path, got, &n) && strcmp(got, sha->valuestring) == 0 &&
              (double)n == bytes->valuedouble;
     free(path);
     if (!ok) {
@@ -173,10 +173,10 @@ static int try_reuse(cv_run *r, cv_shard *sh, const cJSON *e) {
 }
 
 int cv_journal_resume(cv_run *r) {
-    char *jpath = nvf_path_join(r->opt->dst, NVF_CONVERT_JOURNAL);
+    const char *jpath = r->journal_path;
     cJSON *doc = NULL;
-    int rc = jpath ? NVF_OK : nvf_error_set(NVF_E_NOMEM, "no memory");
-    if (rc != NVF_OK || !nvf_path_is_file(jpath))
+    int rc = NVF_OK;
+    if (!nvf_path_is_file(jpath))
         goto done;
     if ((rc = nvf_json_read_strict(&doc, jpath, JOURNAL_MAX_BYTES, "progress journal", 0)) !=
         NVF_OK) {
@@ -199,7 +199,7 @@ int cv_journal_resume(cv_run *r) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
         for (size_t s = 0; rc == NVF_OK && cJSON_IsString(name) && s < r->p->n_shards; s++) {
             cv_shard *sh = &r->p->shards[s];
-            if (sh->reused || strcmp(sh->name, name->valuestring) != 0)
+            if (sh->reused || sh->other || strcmp(sh->name, name->valuestring) != 0)
                 continue;
             rc = stop_requested(r) ? nvf_error_set(NVF_E_INTERRUPTED,
                                                    "interrupted while checking the finished "
@@ -210,10 +210,9 @@ int cv_journal_resume(cv_run *r) {
     }
     if (rc == NVF_OK && r->p->counts.shards_reused)
         nvf_log(NVF_LOG_INFO, "resume: reusing %llu of %zu shards",
-                (unsigned long long)r->p->counts.shards_reused, r->p->n_shards);
+                (unsigned long long)r->p->counts.shards_reused, (size_t)r->prog.shards_total);
 done:
     cJSON_Delete(doc);
-    free(jpath);
     return rc;
 }
 

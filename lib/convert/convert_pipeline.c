@@ -1,8 +1,8 @@
 /*
  * The conversion pipeline (SPEC section 6):
- *   - compute workers take the jobs of shards not reused in order (one worker per --devices
- *     CPU entry and CUDA_WORKERS per GPU, each with its own backend; one CPU: a single
- *     worker) and compute each buffered job (quantize, dequantize) into a buffer; a worker
+ *   - compute workers take the jobs of shards not reused (nor another part's) in order (one
+ *     worker per --devices CPU entry and CUDA_WORKERS per GPU, each with its own backend; one CPU:
+ * a single worker) and compute each buffered job (quantize, dequantize) into a buffer; a worker
  *     waits while the buffers in flight exceed --max-host-memory (one job always proceeds);
  *   - the writer thread takes the jobs in order and writes each job's pieces of output tensors
  *     at their offsets (copied tensors are streamed from the source mapping in chunks); a shard
@@ -323,9 +323,15 @@ static int reserve(pipeline *pl, size_t i, uint64_t cost) {
     return failing;
 }
 
-/* The first job from `i` on that is computed here (not in a reused shard); n_jobs if none. */
+/* Whether job `q` is computed here: its shard is neither reused nor another part's. */
+static int job_live(const cv_plan *p, size_t q) {
+    const cv_shard *sh = &p->shards[p->jobs[q].shard];
+    return !sh->reused && !sh->other;
+}
+
+/* The first job from `i` on that is computed here; n_jobs if none. */
 static size_t next_live_job(const cv_plan *p, size_t i) {
-    while (i < p->n_jobs && p->shards[p->jobs[i].shard].reused)
+    while (i < p->n_jobs && !job_live(p, i))
         i++;
     return i;
 }
@@ -356,8 +362,7 @@ static int compute_one(pipeline *pl, nvf_backend *b, queue_item *it, size_t n) {
     if (reserve(pl, it->job, it->cost))
         return 1;
     for (size_t q = it->job + 1; q < p->n_jobs && q < it->job + 2 * n; q++)
-        if (p->jobs[q].kind == CV_JOB_QUANT && !p->shards[p->jobs[q].shard].reused &&
-            (q - it->job) % n == 0)
+        if (p->jobs[q].kind == CV_JOB_QUANT && job_live(p, q) && (q - it->job) % n == 0)
             prefetch_member(r->ck, &p->jobs[q].members[0]);
     it->buf = malloc(j->bytes_out ? (size_t)j->bytes_out : 1);
     if (!it->buf)

@@ -5,7 +5,8 @@
  *   2. open DST (create, lock, check, clear);
  *   3. the journal key; with --resume, reuse the shards the journal recorded;
  *   4. the pipeline (compute, write, hash the sources), then remove stale shards;
- *   5. finish: index, metadata, side files, manifest;
+ *   5. finish: index, metadata, side files, manifest; or, for a part of --shard i/N, only its
+ *      part record (convert_parts.c; `merge` finishes the union);
  *   6. release DST: after a failure nothing that looks complete is left.
  */
 #include "convert_internal.h"
@@ -43,7 +44,7 @@ static int same_dir(const char *a, const char *b) {
 
 /* The target of the recipe; the scale layout and the expert-parallel split are the prepared
  * targets' (a modelopt checkpoint has linear scales and no ranks). */
-static const cv_target *find_target(const nvf_recipe *r) {
+const cv_target *cv_find_target(const nvf_recipe *r) {
     if (r->target == NVF_TARGET_FORMAT_PREPARED_W4A16)
         return &cv_target_prepared_w4a16;
     if (r->target == NVF_TARGET_FORMAT_PREPARED_W4A4)
@@ -61,7 +62,7 @@ static const cv_target *find_target(const nvf_recipe *r) {
  * The source's config.json: a directory's is read with the checkpoint; a single shard takes the
  * one beside it, and without one the output would not be a loadable checkpoint: refused.
  */
-static int source_config(cJSON **out, const nvf_ckpt *ck) {
+int cv_source_config(cJSON **out, const nvf_ckpt *ck) {
     *out = NULL;
     if (!ck->is_file)
         return NVF_OK;
@@ -88,13 +89,15 @@ static void count_source_bytes(cv_run *r) {
     cv_plan *p = r->p;
     for (size_t s = 0; s < p->n_shards; s++) {
         cv_shard *sh = &p->shards[s];
+        if (sh->other)
+            continue;
         sh->source_bytes = 0;
         for (size_t j = sh->first_job; j < sh->first_job + sh->n_jobs; j++)
             sh->source_bytes += p->jobs[j].bytes_in;
         r->prog.bytes_total += sh->source_bytes;
+        r->prog.tensors_total += sh->n_out;
+        r->prog.shards_total++;
     }
-    r->prog.tensors_total = p->n_outs;
-    r->prog.shards_total = p->n_shards;
 }
 
 /* The message of an interrupted run: which finished shards DST keeps, and how to go on. */
@@ -102,7 +105,9 @@ static int interrupted(const cv_run *r) {
     const cv_plan *p = r->p;
     char list[512] = "";
     size_t kept = 0, len = 0;
+    size_t mine = 0;
     for (size_t s = 0; s < p->n_shards; s++) {
+        mine += !p->shards[s].other;
         if (!p->shards[s].reused && !p->shards[s].written)
             continue;
         if (kept++ < 4 && len < sizeof list)
@@ -116,7 +121,7 @@ static int interrupted(const cv_run *r) {
     return nvf_error_set(NVF_E_INTERRUPTED,
                          "interrupted; '%s' keeps %zu of %zu shards (%s%s): run the same command "
                          "with --resume to continue",
-                         r->opt->dst, kept, p->n_shards, list, kept > 4 ? ", ..." : "");
+                         r->opt->dst, kept, mine, list, kept > 4 ? ", ..." : "");
 }
 
 int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
@@ -128,9 +133,15 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
     memset(&r, 0, sizeof r);
     memset(out, 0, sizeof *out);
     r.opt = opt;
+    if (opt->shard_count < 0 || opt->shard_count > NVF_CONVERT_MAX_PARTS ||
+        (opt->shard_count > 0 && (opt->shard_index < 0 || opt->shard_index >= opt->shard_count))) {
+        rc = nvf_error_set(NVF_E_INVALID, "--shard %d/%d: expected I/N with 0 <= I < N <= %d",
+                           opt->shard_index, opt->shard_count, NVF_CONVERT_MAX_PARTS);
+        goto done;
+    }
     if ((rc = nvf_recipe_check(opt->recipe)) != NVF_OK)
         goto done;
-    if (!(r.target = find_target(opt->recipe))) {
+    if (!(r.target = cv_find_target(opt->recipe))) {
         rc = nvf_error_code();
         goto done;
     }
@@ -142,12 +153,15 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
         goto done;
     }
     if ((rc = cv_sources_list(&r.src, ck, opt->no_follow_outside)) != NVF_OK ||
-        (rc = source_config(&config, ck)) != NVF_OK ||
+        (rc = cv_source_config(&config, ck)) != NVF_OK ||
         (rc = r.target->plan(&r.p, ck, opt)) != NVF_OK || (rc = cv_dst_open(&dst, opt, &r.src)) ||
         (rc = cv_journal_start(&r)) != NVF_OK)
         goto done;
+    if (opt->shard_count > 0 && (rc = cv_parts_select(&r)) != NVF_OK)
+        goto done;
     count_source_bytes(&r);
-    if ((rc = cv_journal_complete(&r, &complete)) != NVF_OK)
+    /* A part never finds the whole output complete: the merge decides that. */
+    if (opt->shard_count == 0 && (rc = cv_journal_complete(&r, &complete)) != NVF_OK)
         goto done;
     if (complete) {
         nvf_log(NVF_LOG_INFO, "resume: '%s' already holds this conversion, verified; nothing to do",
@@ -158,7 +172,7 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
             out->bytes_out += r.p->shards[s].file_bytes;
         goto done;
     }
-    if ((rc = cv_dst_clear(dst, opt->force && !opt->resume)) != NVF_OK ||
+    if ((rc = cv_dst_clear(dst, opt->force && !opt->resume, r.p)) != NVF_OK ||
         (rc = cv_dst_make_ranks(opt->dst, r.p)) != NVF_OK ||
         (opt->resume && (rc = cv_journal_resume(&r)) != NVF_OK))
         goto done;
@@ -166,12 +180,25 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
             "converting %zu tensors (%llu to quantize) into %zu output tensors in %zu shards on %s",
             ck->n_tensors, (unsigned long long)r.p->counts.tensors_quantized, r.p->n_outs,
             r.p->n_shards, opt->device.name);
+    if (opt->shard_count > 0)
+        nvf_log(NVF_LOG_INFO, "part %d of %d (--shard %d/%d): %llu of the %zu shards",
+                opt->shard_index, opt->shard_count, opt->shard_index, opt->shard_count,
+                (unsigned long long)r.prog.shards_total, r.p->n_shards);
     rc = cv_pipeline_run(&r);
     if (rc == NVF_E_INTERRUPTED)
         rc = interrupted(&r);
-    if (rc == NVF_OK)
+    /* A part leaves stale shards to the merge (other parts may be writing beside it). */
+    if (rc == NVF_OK && opt->shard_count == 0)
         rc = cv_dst_remove_stale(opt->dst, r.p);
-    if (rc == NVF_OK) {
+    if (rc == NVF_OK && opt->shard_count > 0) {
+        rc = cv_parts_write(&r);
+        *out = r.p->counts;
+        for (size_t s = 0; s < r.p->n_shards; s++)
+            if (!r.p->shards[s].other) {
+                out->shards++;
+                out->bytes_out += r.p->shards[s].file_bytes;
+            }
+    } else if (rc == NVF_OK) {
         cv_finish_args fa = {
             .dst = opt->dst,
             .target = r.target,
@@ -187,6 +214,8 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
 done:
     cv_dst_close(dst, rc != NVF_OK);
     free(r.key);
+    free(r.journal_path);
+    cJSON_Delete(r.part_fp);
     cJSON_Delete(r.journal);
     cv_sources_free(&r.src);
     cv_plan_free(r.p);

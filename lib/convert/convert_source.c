@@ -173,6 +173,7 @@ void cv_sources_free(cv_sources *s) {
     free(s->names);
     free(s->bytes);
     free(s->sha);
+    free(s->only);
     free(s->dir);
     memset(s, 0, sizeof *s);
 }
@@ -239,7 +240,9 @@ int cv_sources_hash(cv_sources *s, int (*quit)(void *), void *ctx) {
     unsigned char *warm = calloc(s->n + 1, 1);
     int rc = files && warm ? NVF_OK : nvf_error_set(NVF_E_NOMEM, "no memory");
     for (size_t i = 0; rc == NVF_OK && i < s->n; i++)
-        if (is_resident(s, i)) {
+        if (s->only && !s->only[i])
+            warm[i] = 1; /* not this part's: skipped */
+        else if (is_resident(s, i)) {
             warm[i] = 1;
             files[n_warm++] = i;
         }

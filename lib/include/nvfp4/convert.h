@@ -13,6 +13,8 @@
  *   3. Every other file of SRC (tokenizer, generation config, README, ...) copied.
  *   4. model.safetensors.index.json, hf_quant_config.json, config.json.
  *   5. nvfp4-manifest.json, last: its presence marks a complete checkpoint.
+ * With --shard I/N (shard_count > 0) a run writes only its part of 1 and, last, the part record
+ * .nvfp4-parts/I-of-N.json; nvf_merge_run() then writes 3 to 5 for the union of the N parts.
  */
 #ifndef NVFP4_CONVERT_H
 #define NVFP4_CONVERT_H
@@ -30,6 +32,12 @@ extern "C" {
 
 /** The progress journal in DST (removed when the conversion completes). */
 #define NVF_CONVERT_JOURNAL ".nvfp4-progress.json"
+
+/** The directory of DST holding the part records of `convert --shard i/N` (removed by merge). */
+#define NVF_CONVERT_PARTS_DIR ".nvfp4-parts"
+
+/** The most parts a conversion is split into (--shard i/N: N <= this). */
+#define NVF_CONVERT_MAX_PARTS 100000
 
 /** Where a conversion stands; passed to the progress callback. */
 typedef struct nvf_convert_progress {
@@ -68,6 +76,12 @@ typedef struct nvf_convert_options {
     /* a file of SRC that links outside SRC (and outside the Hugging Face cache repository
      * holding it) is refused (NVF_E_FORMAT) instead of followed with a warning */
     int no_follow_outside;
+    /* --shard i/N (shard_count > 0): convert only part `shard_index` (0-based) of the plan's
+     * output shards, split into shard_count parts (nvf_convert_part_range), and write the part
+     * record DST/.nvfp4-parts/i-of-N.json instead of the index, configs, side files and
+     * manifest; the journal and lock are the part's own (.nvfp4-parts/i-of-N.progress.json,
+     * .nvfp4-parts/i-of-N.lock), so parts run side by side into one DST. 0: the whole plan. */
+    int shard_index, shard_count;
 } nvf_convert_options;
 
 /** What a conversion did (also the manifest's "summary", which holds no timings). */
@@ -98,9 +112,10 @@ void nvf_convert_options_init(nvf_convert_options *o, const char *src, const cha
                               const nvf_recipe *recipe);
 
 /**
- * Run a conversion (the whole of SPEC sections 5 and 6 for target modelopt).
- * With resume, a DST that already holds this conversion complete (manifest, no journal) is
- * verified and kept: *out then counts every shard as reused.
+ * Run a conversion (the whole of SPEC sections 5 and 6 for target modelopt), or one part of it
+ * (shard_count > 0: NVF_E_INVALID when not 0 <= shard_index < shard_count <=
+ * NVF_CONVERT_MAX_PARTS). With resume, a DST that already holds this conversion complete (manifest,
+ * no journal) is verified and kept: *out then counts every shard as reused.
  * @return 0 and *out filled; NVF_E_INVALID when DST is not empty and neither resume nor force is
  * set, when DST holds a file the conversion does not write, when SRC is a single shard without
  * a config.json beside it, or for an --input-amax entry that is not a positive finite number;
@@ -185,6 +200,45 @@ int nvf_quantize_file(nvf_quantize_file_summary *out, const nvf_quantize_file_op
 
 /** Free the summary's arrays and zero it; NULL is fine. */
 void nvf_quantize_file_summary_free(nvf_quantize_file_summary *s);
+
+/* `merge`: the union of the parts of `convert --shard i/N` --------------------------------- */
+
+typedef struct nvf_merge_options {
+    const char *dst;
+    int rehash;                  /* hash every shard again and compare with its part record */
+    int threads;                 /* hashing threads; <= 0: one per online core */
+    volatile sig_atomic_t *stop; /* set non-zero (from a signal handler) to stop; or NULL */
+} nvf_merge_options;
+
+typedef struct nvf_merge_summary {
+    nvf_convert_summary convert; /* what the one-job conversion's summary would say */
+    uint64_t parts;              /* N */
+    uint64_t shards_rehashed;    /* --rehash: shards hashed again (all of them) */
+    char src[4096];              /* the source directory the parts recorded */
+} nvf_merge_summary;
+
+/**
+ * Check the part records in DST/.nvfp4-parts (all N present, one fingerprint, every planned
+ * shard exactly once, every shard file present with its recorded size; with rehash, its SHA-256
+ * and tensor CRC-32s too), then write what a one-job conversion of the same source and options
+ * writes after its shards (index, configs, side files copied from the recorded SRC, manifest),
+ * byte for byte, and remove DST/.nvfp4-parts.
+ * @return 0; NVF_E_VERIFY naming the missing part, the part with another fingerprint, the shard
+ * planned twice or never, the missing or mis-sized shard, the source file changed since the parts
+ * ran; NVF_E_FORMAT for a part record it cannot read; NVF_E_IO (DST locked by a conversion or a
+ * merge, a part still running, read/write failures); NVF_E_INTERRUPTED.
+ */
+int nvf_merge_run(nvf_merge_summary *out, const nvf_merge_options *opt);
+
+/**
+ * The output shards of part `index` of `count`: [*first, *first + *n) of `n_shards` shards
+ * of cost cost[0..n_shards) (contiguous, in plan order): shard s goes to the part whose
+ * 1/count of the total cost holds the middle of s's cost (floor(count * (prefix + cost/2) /
+ * total)), so parts are balanced by bytes and a part may be empty when one shard is larger
+ * than a part's share. The same rule splits the source files among the parts for hashing.
+ */
+void nvf_convert_part_range(size_t *first, size_t *n, const uint64_t *cost, size_t n_shards,
+                            int index, int count);
 
 #ifdef __cplusplus
 }

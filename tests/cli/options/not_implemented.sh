@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Commands not built yet (validate, merge) take the options of their usage lines (SPEC
-# sections 2, 7, 8; moe is built: tests/cli/moe; verify too: tests/cli/verify, its option errors
-# here): bad values are usage errors (exit 2), a bad recipe too, a missing
-# recipe file an I/O error (exit 1); valid ones end in "not implemented yet" (exit 1).
+# Commands not built yet (validate) take the options of their usage lines (SPEC
+# sections 2, 7, 8; moe is built: tests/cli/moe; verify too: tests/cli/verify, merge too:
+# tests/cli/shard, their option errors here): bad values are usage errors (exit 2), a bad recipe
+# too, a missing recipe file an I/O error (exit 1); valid ones end in "not implemented yet"
+# (exit 1).
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -33,8 +34,10 @@ expect 1 "$NI" -- "$T" validate "$C" --deep --require-manifest --json --recipe "
 expect 2 "verify.tokens" -- "$T" validate "$C" --deep --recipe "$tmp/bad.yaml"
 expect 0 "--require-manifest" -- "$T" validate --help
 
-expect 1 "$NI" -- "$T" merge "$tmp/dst" --threads 2 --json
+expect 1 "is not a directory" -- "$T" merge "$tmp/dst" --threads 2 --json --rehash
 expect 2 "merge does not take --device" -- "$T" merge "$tmp/dst" --device cpu
 expect 2 "expected 1 argument" -- "$T" merge
+expect 2 "--threads is at most 1024" -- "$T" merge "$tmp/dst" --threads 2000
+expect 0 "--rehash" -- "$T" merge --help
 [ ! -e "$C" ] && [ ! -e "$tmp/dst" ] || fail "a command not built yet wrote something"
-echo "verify, validate, merge: options checked, then 'not implemented yet' (exit 1)"
+echo "verify, validate: options checked, then 'not implemented yet' (exit 1); merge's options"
