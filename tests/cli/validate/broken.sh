@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Broken checkpoints give exit 3 and the finding of the catalogue (README "Finding ids") naming
 # the file and tensor, each defect made here independently of nvfp4tool (edit_st.py, python):
-# a flipped byte (manifest.sha256, and manifest.crc32 of the tensor holding it), gate/up
-# weight_scale_2 that differ, an input_scale of 0, NaN in a BF16 tensor, an index naming the
-# wrong shard, an index naming a missing shard and a path outside, an empty exclude_modules, a
-# truncated shard, a non-zero padding byte of a prepared scale tensor, a missing rank directory
-# and a wrong expert range; --deep folds verify's findings in.
+# a flipped byte (manifest.sha256, and manifest.crc32 of the tensor holding it), gate/up (and,
+# attention converted, q/k/v) weight_scale_2 that differ, an input_scale of 0, a negative
+# scale, NaN in a BF16 tensor, an index naming the wrong shard, a missing shard and a path
+# outside, a wrong total_size, an empty exclude_modules, a truncated shard, a non-zero padding
+# byte of a prepared scale tensor, a missing rank directory and a wrong expert range; --deep
+# folds verify's findings in.
 set -euo pipefail
 if ! "$NVFP4_PYTHON" -c 'import jsonschema' 2>/dev/null; then
     echo "python3 jsonschema missing (scripts/deps.sh installs python3-jsonschema)" >&2
@@ -23,6 +24,7 @@ ED="$NVFP4_PYTHON $here/edit_st.py"
 "$T" convert "$tmp/bf16" "$tmp/mo" --quiet --max-shard-size 1MB
 "$T" convert "$tmp/bf16" "$tmp/pr" --quiet --target prepared-w4a16
 "$T" convert "$tmp/bf16" "$tmp/ep" --quiet --target prepared-w4a16 --ep 2
+"$T" convert "$tmp/bf16" "$tmp/attn" --quiet --include '*.self_attn.*' --include '*.mlp.experts.*'
 
 # bad NAME SRC ID[@FILE[@TENSOR]]...: validate a copy broken by the commands on stdin; exit 3
 # and every ID given among the findings.
@@ -62,6 +64,9 @@ echo "\$ED . f32 $G.input_scale 0" |
     bad input0 mo "scale.zero@$($ED "$tmp/mo" where $G.input_scale)@$G.input_scale" \
         "modelopt.gate-up-input-scale-mismatch@$si@$U.input_scale"
 echo "\$ED . f32 $U.weight_scale_2 -1" | bad negative mo "scale.negative@$su@$U.weight_scale_2"
+V=model.layers.0.self_attn.v_proj
+echo "\$ED . f32 $V.weight_scale_2 0.5" |
+    bad qkv attn "modelopt.qkv-scale-mismatch@$($ED "$tmp/attn" where $V.weight_scale_2)@$V.weight_scale_2"
 n=model.layers.0.post_attention_layernorm.weight
 echo "\$ED . bf16 $n 5 inf" | bad nan mo "tensor.nonfinite@$($ED "$tmp/mo" where $n)@$n"
 # The index naming the wrong shard for one tensor.
