@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# Commands not built yet (validate) take the options of their usage lines (SPEC
-# sections 2, 7, 8; moe is built: tests/cli/moe; verify too: tests/cli/verify, merge too:
-# tests/cli/shard, their option errors here): bad values are usage errors (exit 2), a bad recipe
-# too, a missing recipe file an I/O error (exit 1); valid ones end in "not implemented yet"
-# (exit 1).
+# The option errors of verify, validate and merge (SPEC sections 2, 7, 8; each is built and
+# tested in its own group: tests/cli/verify, tests/cli/validate, tests/cli/shard): bad values are
+# usage errors (exit 2), a bad recipe too, a missing recipe file an I/O error (exit 1); verify's
+# --input is the one option not implemented yet (exit 1).
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -30,8 +29,9 @@ expect 1 "cannot open recipe" -- "$T" verify "$C" --recipe "$tmp/none.yaml"
 expect 2 "unknown option '--bogus'" -- "$T" verify "$C" --bogus
 expect 0 "--reference SRC" -- "$T" verify --help
 
-expect 1 "$NI" -- "$T" validate "$C" --deep --require-manifest --json --recipe "$tmp/ok.yaml"
+expect 1 "cannot read" -- "$T" validate "$C" --deep --require-manifest --json --recipe "$tmp/ok.yaml"
 expect 2 "verify.tokens" -- "$T" validate "$C" --deep --recipe "$tmp/bad.yaml"
+expect 1 "cannot open recipe" -- "$T" validate "$C" --deep --recipe "$tmp/none.yaml"
 expect 0 "--require-manifest" -- "$T" validate --help
 
 expect 1 "is not a directory" -- "$T" merge "$tmp/dst" --threads 2 --json --rehash
@@ -39,5 +39,5 @@ expect 2 "merge does not take --device" -- "$T" merge "$tmp/dst" --device cpu
 expect 2 "expected 1 argument" -- "$T" merge
 expect 2 "--threads is at most 1024" -- "$T" merge "$tmp/dst" --threads 2000
 expect 0 "--rehash" -- "$T" merge --help
-[ ! -e "$C" ] && [ ! -e "$tmp/dst" ] || fail "a command not built yet wrote something"
-echo "verify, validate: options checked, then 'not implemented yet' (exit 1); merge's options"
+[ ! -e "$C" ] && [ ! -e "$tmp/dst" ] || fail "an option check wrote something"
+echo "verify, validate, merge: options checked; verify --input says 'not implemented yet' (exit 1)"
