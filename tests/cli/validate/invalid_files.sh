@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Every malformed file of tests/data/invalid/*.safetensors given to validate as CKPT (a single
+# .safetensors file, SPEC section 2): exit 3 with an error finding safetensors.malformed whose
+# message carries the parser's reason (the phrase tests/unit/test_safetensors.c pins per file).
+set -euo pipefail
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../lib.sh"
+"$NVFP4_PYTHON" - "$NVFP4_SOURCE_DIR/tests/unit/test_safetensors.c" >"$tmp/phrases.tsv" <<'PY'
+import re, sys
+src = open(sys.argv[1]).read()
+table = src[src.index("k_invalid[] = {"):]
+table = table[:table.index("};")]
+for m in re.finditer(r'\{\s*"(\w+)",\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\}', table):
+    phrase = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(2)))
+    print(f"{m.group(1)}\t{phrase.encode().decode('unicode_escape')}")
+PY
+n=0
+bad=0
+for f in "$NVFP4_TESTDATA"/invalid/*.safetensors; do
+    base=$(basename "$f" .safetensors)
+    phrase=$(awk -F'\t' -v k="$base" '$1 == k {print $2}' "$tmp/phrases.tsv")
+    [ -n "$phrase" ] || fail "$base: no phrase in tests/unit/test_safetensors.c"
+    EXPECT_MESSAGE=$phrase "$NVFP4_PYTHON" "$(dirname "$0")/check_findings.py" "$NVFP4TOOL" \
+        "$base" "$f" 3 safetensors.malformed || bad=$((bad + 1))
+    n=$((n + 1))
+done
+[ "$n" -ge 50 ] || fail "only $n files in $NVFP4_TESTDATA/invalid"
+[ "$bad" -eq 0 ] || fail "$bad of $n malformed files not reported as safetensors.malformed"
+echo "validate: $n malformed safetensors files give exit 3 and safetensors.malformed"
