@@ -603,6 +603,20 @@ def c_prepared_rank_missing(d, out):
     shutil.rmtree(os.path.join(d, "rank-00001-of-00002"))
 
 
+def c_prepared_expert_split(d, out):
+    """Rank 1 claims experts 1..2 (config.json expert_range and the manifest's target): expert 1
+    on two ranks, expert 3 on none."""
+    cfg = os.path.join(d, "rank-00001-of-00002", "config.json")
+    c = edit_json(cfg, lambda c: c["quantization_config"].__setitem__("expert_range", [1, 2]))
+    assert c["quantization_config"]["ep_rank"] == 1
+
+    def fn(m):
+        ranks = m["target"]["ep"]["ranks"]
+        assert ranks[0]["experts"] == [0, 2] and ranks[1]["experts"] == [2, 2], ranks
+        ranks[1]["experts"] = [1, 2]
+    edit_json(os.path.join(d, MANIFEST), fn)
+
+
 def swizzle_128x4(m, k, cols):
     """SPEC section 5: byte of scale row m, column k within an expert (cols = pad4 columns)."""
     kt = (cols + 3) // 4
