@@ -173,7 +173,8 @@ def set_f32(d, name, value_bytes):
 
 
 def rewrite(d, name, dtype=None, shape=None, data=None):
-    """Give tensor NAME another dtype / shape / data (its shard rewritten)."""
+    """Give tensor NAME another dtype / shape / data (its shard rewritten, the index's
+    total_size kept right)."""
     path = shard_of(d, name)
     st = St(path)
     t = st.tensors[name]
@@ -182,6 +183,10 @@ def rewrite(d, name, dtype=None, shape=None, data=None):
     st.write(path)
     back = St(path).tensors[name]
     assert back == st.tensors[name]
+    if len(back[2]) != len(t[2]):
+        edit_json(os.path.join(d, INDEX), lambda i: i["metadata"].__setitem__(
+            "total_size", i["metadata"]["total_size"] + len(back[2]) - len(t[2])))
+    assert index(d)["metadata"]["total_size"] == all_tensor_bytes(d)
 
 
 def remove(d, names, fix_index=True):
@@ -200,6 +205,8 @@ def remove(d, names, fix_index=True):
     for name in names:
         assert all(name not in St(os.path.join(d, s)).tensors
                    for s in set(idx["weight_map"].values()))
+    if fix_index:
+        assert index(d)["metadata"]["total_size"] == all_tensor_bytes(d)
 
 
 def all_tensor_bytes(d):
@@ -525,9 +532,6 @@ def c_moe_expert_shape(d, out):
     assert wt[1] == [64, 32] and stt[1] == [64, 4]
     rewrite(d, w, shape=[48, 32], data=wt[2][:48 * 32])
     rewrite(d, s, shape=[48, 4], data=stt[2][:48 * 4])
-    edit_json(os.path.join(d, INDEX), lambda i: i["metadata"].__setitem__(
-        "total_size", i["metadata"]["total_size"] - 16 * 32 - 16 * 4))
-    assert index(d)["metadata"]["total_size"] == all_tensor_bytes(d)
 
 
 def c_tensor_nan_bf16(d, out):
