@@ -2,6 +2,8 @@
 """Runs `nvfp4tool validate CKPT --json [OPTIONS]` and checks its exit code and findings.
 
     check_findings.py NVFP4TOOL CASE CKPT EXIT REQUIRE [OPTION ...]
+    check_findings.py NVFP4TOOL --batch FILE   # lines CASE<TAB>CKPT<TAB>EXIT<TAB>REQUIRE
+                                               # <TAB>OPTIONS ("-": none)<TAB>PHRASE ("-")
 
 REQUIRE is a comma-separated list of finding ids ("-": none) that must all be in the JSON
 report's `findings`, each with severity "error" when EXIT is 3 and "warning" when EXIT is 0
@@ -9,8 +11,8 @@ report's `findings`, each with severity "error" when EXIT is 3 and "warning" whe
 exit-0 case may have no error finding. Every finding has the fields id, severity, file, tensor
 and message. Prints nothing on success, else one diagnostic paragraph naming the case, what was
 expected and what came back (exit code, ids, the first lines of stderr); exit 1 then.
-With the environment variable EXPECT_MESSAGE set, some required finding's message must
-contain it.
+With a PHRASE (batch) or the environment variable EXPECT_MESSAGE set, some required
+finding's message must contain it. Batch mode checks every line and exits 1 if any failed.
 """
 import os
 import json
@@ -18,9 +20,7 @@ import subprocess
 import sys
 
 
-def main(argv):
-    tool, case, ckpt, want_rc, require = argv[:5]
-    options = argv[5:]
+def check(tool, case, ckpt, want_rc, require, options, phrase):
     want_rc = int(want_rc)
     require = [] if require == "-" else require.split(",")
     cmd = [tool, "validate", ckpt, "--json"] + options
@@ -61,7 +61,6 @@ def main(argv):
                 problems.append("exit-0 case with error findings %s" % errs)
         if require and any(not f["message"] for f in got if f["id"] in require):
             problems.append("a required finding has an empty message")
-        phrase = os.environ.get("EXPECT_MESSAGE")
         if phrase and require and not any(phrase in f["message"] for f in got
                                           if f["id"] in require):
             problems.append("no %s message contains \"%s\"" % ("/".join(require), phrase))
@@ -79,6 +78,22 @@ def main(argv):
             print("  stderr: " + "\n          ".join(err[:6]))
         return 1
     return 0
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--batch":
+        bad = n = 0
+        with open(argv[2]) as f:
+            for line in f:
+                case, ckpt, code, require, options, phrase = line.rstrip("\n").split("\t")
+                opts = [] if options == "-" else options.split()
+                bad += check(argv[0], case, ckpt, code, require, opts,
+                             None if phrase == "-" else phrase)
+                n += 1
+        print("%d of %d cases as expected" % (n - bad, n))
+        return 1 if bad or n == 0 else 0
+    return check(argv[0], argv[1], argv[2], argv[3], argv[4], argv[5:],
+                 os.environ.get("EXPECT_MESSAGE"))
 
 
 if __name__ == "__main__":
