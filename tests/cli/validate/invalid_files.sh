@@ -2,6 +2,7 @@
 # Every malformed file of tests/data/invalid/*.safetensors given to validate as CKPT (a single
 # .safetensors file, SPEC section 2): exit 3 with an error finding safetensors.malformed whose
 # message carries the parser's reason (the phrase tests/unit/test_safetensors.c pins per file).
+# The committed files must be exactly what make_invalid.py writes.
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -15,6 +16,15 @@ for m in re.finditer(r'\{\s*"(\w+)",\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\}', table):
     phrase = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(2)))
     print(f"{m.group(1)}\t{phrase.encode().decode('unicode_escape')}")
 PY
+# The committed files are exactly what make_invalid.py writes (run on a copy in $tmp/gen).
+mkdir "$tmp/gen"
+cp "$NVFP4_TESTDATA/invalid/make_invalid.py" "$tmp/gen/"
+"$NVFP4_PYTHON" "$tmp/gen/make_invalid.py"
+for f in "$tmp"/gen/*.safetensors "$NVFP4_TESTDATA"/invalid/*.safetensors; do
+    b=$(basename "$f")
+    cmp -s "$tmp/gen/$b" "$NVFP4_TESTDATA/invalid/$b" ||
+        fail "tests/data/invalid/$b differs from what make_invalid.py writes (or is missing)"
+done
 n=0
 for f in "$NVFP4_TESTDATA"/invalid/*.safetensors; do
     base=$(basename "$f" .safetensors)
