@@ -1,7 +1,8 @@
 /*
  * Private glue between the checkpoint modules. Calls go one way, top to bottom:
  *   1. ckpt_open.c: files, index, config; runs format detection, then MoE discovery;
- *      ckpt_nvfp4.c: the NVFP4 weight views of an open checkpoint (neither calls the other)
+ *      ckpt_nvfp4.c: the NVFP4 weight views of an open checkpoint; ckpt_modelopt_rules.c: the
+ *      ModelOpt config rules (none calls another)
  *   2. ckpt_format.c (roles, companions, detection), ckpt_moe.c (structure, expert map),
  *      ckpt_plan.c (scope): none calls another of this level or ckpt_open.c
  *   3. ckpt_naming.c (what a name says), ckpt_moe_config.c (config.json's MoE fields),

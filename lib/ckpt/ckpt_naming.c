@@ -379,3 +379,63 @@ int nvf_ckpt_ct_name(char *out, size_t cap, const char *modelopt_name) {
         return nvf_error_set(NVF_E_INVALID, "tensor name '%.64s...' is too long", modelopt_name);
     return 0;
 }
+
+int nvf_ckpt_group_of(char *out, size_t cap, const char *name) {
+    int rc = nvf_ckpt_group_key(out, cap, name);
+    if (rc <= 0)
+        return rc < 0 ? rc : NVF_GROUP_NONE;
+    return strstr(out, ".{q,k,v}.") ? NVF_GROUP_QKV : NVF_GROUP_GATE_UP;
+}
+
+/* "rank-%05d-of-%05d", as convert names them (SPEC section 5, --ep N). */
+int nvf_ckpt_rank_dir_parse(const char *name, int64_t *rank, int64_t *n_ranks) {
+    static const char k_shape[] = "rank-#####-of-#####";
+    if (strlen(name) != sizeof k_shape - 1)
+        return 0;
+    int64_t v[2] = {0, 0};
+    int which = 0;
+    for (size_t i = 0; k_shape[i]; i++) {
+        if (k_shape[i] != '#') {
+            if (name[i] != k_shape[i])
+                return 0;
+            which = i > 5;
+            continue;
+        }
+        if (name[i] < '0' || name[i] > '9')
+            return 0;
+        v[which] = v[which] * 10 + (name[i] - '0');
+    }
+    if (v[1] < 1 || v[0] >= v[1])
+        return 0;
+    *rank = v[0];
+    *n_ranks = v[1];
+    return 1;
+}
+
+int nvf_ckpt_companion_name(char *out, size_t cap, const char *weight, nvf_companion slot, int ct) {
+    static const char *const k_modelopt[] = {".weight_scale", ".weight_scale_2", ".input_scale"};
+    static const char *const k_ct[] = {".weight_scale", ".weight_global_scale",
+                                       ".input_global_scale"};
+    if (slot < NVF_COMPANION_SCALE || slot > NVF_COMPANION_INPUT)
+        return nvf_error_set(NVF_E_INVALID, "companion slot %d has no NVFP4 name", (int)slot);
+    const char *last = last_component(weight);
+    size_t module = last > weight ? (size_t)(last - weight) - 1 : strlen(weight);
+    const char *suffix = (ct ? k_ct : k_modelopt)[slot - NVF_COMPANION_SCALE];
+    if (module + strlen(suffix) + 1 > cap)
+        return nvf_error_set(NVF_E_INVALID, "tensor name '%s' is too long", weight);
+    memcpy(out, weight, module);
+    memcpy(out + module, suffix, strlen(suffix) + 1);
+    return NVF_OK;
+}
+
+int nvf_ckpt_prepared_name(char *out, size_t cap, const char *layer_prefix, nvf_prep_part part) {
+    static const char *const k_parts[NVF_PREP_COUNT] = {
+        "w13_weight", "w13_weight_scale", "w13_alpha",       "w2_weight",
+        "w2_weight_scale", "w2_alpha",     "w13_input_scale", "fc2_input_scale"};
+    if ((int)part < 0 || part >= NVF_PREP_COUNT)
+        return nvf_error_set(NVF_E_INVALID, "no prepared tensor part %d", (int)part);
+    int n = snprintf(out, cap, "%s.mlp.experts.%s", layer_prefix, k_parts[part]);
+    if (n < 0 || (size_t)n >= cap)
+        return nvf_error_set(NVF_E_INVALID, "tensor name '%s...' is too long", layer_prefix);
+    return NVF_OK;
+}

@@ -1,5 +1,6 @@
 /*
- * The ModelOpt configuration files of a converted checkpoint (SPEC section 5).
+ * The ModelOpt configuration files of a converted checkpoint (SPEC section 5). The values
+ * (quant_method, quant_algo, group_size) are nvfp4/modelopt_rules.h's, whose check validate runs.
  *
  * hf_quant_config.json (read by vLLM, SGLang and TensorRT-LLM to pick their ModelOpt path):
  *   1. "producer": {"name": "nvfp4tool", "version"}
@@ -23,6 +24,7 @@
 #include "io/json_build.h"
 #include "nvfp4/fileio.h"
 #include "nvfp4/log.h"
+#include "nvfp4/modelopt_rules.h"
 #include "nvfp4/status.h"
 #include "nvfp4/version.h"
 
@@ -43,8 +45,8 @@ static cJSON *quantized_layers(nvf_jb *b, const cv_plan *p) {
     const cJSON *it;
     cJSON_ArrayForEach(it, p->nvfp4_modules) {
         cJSON *l = nvf_jb_obj(b, o, it->valuestring);
-        nvf_jb_str(b, l, "quant_algo", "NVFP4");
-        nvf_jb_num(b, l, "group_size", 16);
+        nvf_jb_str(b, l, "quant_algo", NVF_MODELOPT_QUANT_ALGO);
+        nvf_jb_num(b, l, "group_size", NVF_MODELOPT_GROUP_SIZE);
     }
     cJSON_ArrayForEach(it, p->fp8_modules) {
         cJSON *l = nvf_jb_obj(b, o, it->string);
@@ -57,7 +59,7 @@ static cJSON *fp4_args(nvf_jb *b) {
     cJSON *o = nvf_jb_take(b, cJSON_CreateObject());
     nvf_jb_num(b, o, "num_bits", 4);
     nvf_jb_str(b, o, "type", "float");
-    nvf_jb_num(b, o, "group_size", 16);
+    nvf_jb_num(b, o, "group_size", NVF_MODELOPT_GROUP_SIZE);
     nvf_jb_bool(b, o, "dynamic", 0);
     return o;
 }
@@ -65,9 +67,9 @@ static cJSON *fp4_args(nvf_jb *b) {
 cJSON *cv_meta_quant_config(const cv_plan *p, int mixed) {
     nvf_jb b = {0};
     cJSON *q = nvf_jb_take(&b, cJSON_CreateObject());
-    nvf_jb_str(&b, q, "quant_method", "modelopt");
-    nvf_jb_str(&b, q, "quant_algo", mixed ? "MIXED_PRECISION" : "NVFP4");
-    nvf_jb_num(&b, q, "group_size", 16);
+    nvf_jb_str(&b, q, "quant_method", NVF_MODELOPT_QUANT_METHOD);
+    nvf_jb_str(&b, q, "quant_algo", mixed ? NVF_MODELOPT_QUANT_ALGO_MIXED : NVF_MODELOPT_QUANT_ALGO);
+    nvf_jb_num(&b, q, "group_size", NVF_MODELOPT_GROUP_SIZE);
     nvf_jb_null(&b, q, "kv_cache_scheme");
     cJSON *g0 = nvf_jb_obj(&b, nvf_jb_obj(&b, q, "config_groups"), "group_0");
     nvf_jb_push(&b, nvf_jb_arr(&b, g0, "targets"), cJSON_CreateString("Linear"));
@@ -85,9 +87,9 @@ cJSON *cv_meta_hf_quant_config(const cv_plan *p, int mixed) {
     cJSON *doc = nvf_jb_take(&b, cJSON_CreateObject());
     nvf_jb_put(&b, doc, "producer", producer(&b));
     cJSON *q = nvf_jb_obj(&b, doc, "quantization");
-    nvf_jb_str(&b, q, "quant_algo", mixed ? "MIXED_PRECISION" : "NVFP4");
+    nvf_jb_str(&b, q, "quant_algo", mixed ? NVF_MODELOPT_QUANT_ALGO_MIXED : NVF_MODELOPT_QUANT_ALGO);
     nvf_jb_null(&b, q, "kv_cache_quant_algo");
-    nvf_jb_num(&b, q, "group_size", 16);
+    nvf_jb_num(&b, q, "group_size", NVF_MODELOPT_GROUP_SIZE);
     nvf_jb_put(&b, q, "exclude_modules", nvf_jb_take(&b, cJSON_Duplicate(p->exclude_modules, 1)));
     if (mixed)
         nvf_jb_put(&b, q, "quantized_layers", quantized_layers(&b, p));

@@ -312,3 +312,150 @@ done:
     nvf_manifest_names_free(present, n_present);
     return rc;
 }
+
+static int cmp_file_ptr(const void *a, const void *b) {
+    const nvf_manifest_file *x = *(const nvf_manifest_file *const *)a;
+    const nvf_manifest_file *y = *(const nvf_manifest_file *const *)b;
+    return strcmp(x->name, y->name);
+}
+
+/* The file called `name` in `f` (sorted by name), or NULL. */
+static const nvf_manifest_file *find_file(const nvf_manifest_file *const *f, size_t n,
+                                          const char *name) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(name, f[mid]->name);
+        if (c == 0)
+            return f[mid];
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return NULL;
+}
+
+/* The tensor findings of one file: the manifest's `nm` tensors against the `na` hashed ones
+ * (both sorted by name), as check_tensors() words them. */
+static int compare_tensors(finding_list *l, size_t *checked, const char *file,
+                           const nvf_manifest_tensor *const *mt, size_t nm,
+                           const nvf_manifest_tensor *const *at, size_t na) {
+    char label[1024], got[16], expected[16];
+    size_t i = 0, j = 0;
+    int rc = NVF_OK;
+    while (rc == NVF_OK && (i < nm || j < na)) {
+        int c = i == nm ? 1 : j == na ? -1 : strcmp(mt[i]->name, at[j]->name);
+        const nvf_manifest_tensor *t = c <= 0 ? mt[i] : at[j];
+        snprintf(label, sizeof label, "%s:%s", file, t->name);
+        if (c < 0) {
+            (*checked)++;
+            snprintf(expected, sizeof expected, "%08" PRIx32, mt[i]->crc32);
+            rc = add_finding(l, NVF_FINDING_CRC32, label, NULL, expected, ": not in the file");
+            i++;
+            continue;
+        }
+        if (c > 0) {
+            snprintf(got, sizeof got, "%08" PRIx32, at[j]->crc32);
+            rc = add_finding(l, NVF_FINDING_CRC32, label, got, NULL, ": not in the manifest");
+            j++;
+            continue;
+        }
+        (*checked)++;
+        const nvf_manifest_tensor *m = mt[i++], *a = at[j++];
+        int same = strcmp(m->dtype, a->dtype) == 0 && m->ndim == a->ndim;
+        for (int32_t d = 0; same && d < m->ndim; d++)
+            same = m->shape[d] == a->shape[d];
+        if (!same) {
+            char g[160], e[160];
+            describe_tensor(g, sizeof g, a->dtype, a->ndim, a->shape);
+            describe_tensor(e, sizeof e, m->dtype, m->ndim, m->shape);
+            rc = add_finding(l, NVF_FINDING_TENSOR, label, g, e, ": got %s expected %s", g, e);
+        }
+        if (rc == NVF_OK && a->crc32 != m->crc32) {
+            snprintf(got, sizeof got, "%08" PRIx32, a->crc32);
+            snprintf(expected, sizeof expected, "%08" PRIx32, m->crc32);
+            rc = add_finding(l, NVF_FINDING_CRC32, label, got, expected, ": got %s expected %s",
+                             got, expected);
+        }
+    }
+    return rc;
+}
+
+int nvf_manifest_compare(nvf_manifest_report **out, const nvf_manifest *m,
+                         const nvf_manifest *actual, int tensors) {
+    *out = NULL;
+    finding_list fl = {NULL, 0, 0};
+    size_t nf = actual->n_files, nmt = m->n_tensors, nat = actual->n_tensors;
+    const nvf_manifest_file **af = malloc((nf ? nf : 1) * sizeof *af);
+    const nvf_manifest_file **mf = malloc((m->n_files ? m->n_files : 1) * sizeof *mf);
+    const nvf_manifest_tensor **mt = malloc((nmt ? nmt : 1) * sizeof *mt);
+    const nvf_manifest_tensor **at = malloc((nat ? nat : 1) * sizeof *at);
+    nvf_manifest_report *r = calloc(1, sizeof *r);
+    int rc = NVF_OK;
+    if (!af || !mf || !mt || !at || !r) {
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory to compare with the manifest");
+        goto done;
+    }
+    for (size_t i = 0; i < nf; i++)
+        af[i] = &actual->files[i];
+    for (size_t i = 0; i < m->n_files; i++)
+        mf[i] = &m->files[i];
+    for (size_t i = 0; i < nmt; i++)
+        mt[i] = &m->tensors[i];
+    for (size_t i = 0; i < nat; i++)
+        at[i] = &actual->tensors[i];
+    qsort(af, nf, sizeof *af, cmp_file_ptr);
+    qsort(mf, m->n_files, sizeof *mf, cmp_file_ptr);
+    qsort(mt, nmt, sizeof *mt, cmp_tensor_by_file);
+    qsort(at, nat, sizeof *at, cmp_tensor_by_file);
+    r->files_listed = m->n_files;
+    for (size_t i = 0; i < m->n_files && rc == NVF_OK; i++) {
+        const nvf_manifest_file *f = mf[i], *a = find_file(af, nf, f->name);
+        char got[32], expected[32];
+        if (!a) {
+            rc = add_finding(&fl, NVF_FINDING_MISSING, f->name, NULL, f->sha256, "%s", "");
+            continue;
+        }
+        if (a->bytes != f->bytes) {
+            snprintf(got, sizeof got, "%" PRIu64, a->bytes);
+            snprintf(expected, sizeof expected, "%" PRIu64, f->bytes);
+            rc = add_finding(&fl, NVF_FINDING_SIZE, f->name, got, expected, ": %s != %s", got,
+                             expected);
+        } else if (strcmp(a->sha256, f->sha256) != 0) {
+            rc = add_finding(&fl, NVF_FINDING_SHA256, f->name, a->sha256, f->sha256,
+                             ": got %s expected %s", a->sha256, f->sha256);
+        } else {
+            r->files_ok++;
+        }
+        if (rc != NVF_OK || !tensors)
+            continue;
+        size_t lo, hi, alo, ahi;
+        tensor_range(&lo, &hi, mt, nmt, f->name);
+        tensor_range(&alo, &ahi, at, nat, f->name);
+        if (hi > lo)
+            rc = compare_tensors(&fl, &r->tensors_checked, f->name, mt + lo, hi - lo, at + alo,
+                                 ahi - alo);
+    }
+    for (size_t i = 0; i < nf && rc == NVF_OK; i++)
+        if (!find_file(mf, m->n_files, af[i]->name))
+            rc = add_finding(&fl, NVF_FINDING_EXTRA, af[i]->name, af[i]->name, NULL, "%s", "");
+    if (rc != NVF_OK)
+        goto done;
+    if (fl.n > 0)
+        qsort(fl.v, fl.n, sizeof *fl.v, cmp_finding);
+    r->findings = fl.v;
+    r->n_findings = fl.n;
+    fl.v = NULL;
+    fl.n = 0;
+    *out = r;
+    r = NULL;
+done:
+    free_findings(fl.v, fl.n);
+    nvf_manifest_report_free(r);
+    free(af);
+    free(mf);
+    free(mt);
+    free(at);
+    return rc;
+}

@@ -148,6 +148,36 @@ typedef enum nvf_companion {
 nvf_companion nvf_ckpt_companion(char *weight, size_t cap, const char *name, int alt);
 
 /**
+ * The name an NVFP4 linear's companion in `slot` (SCALE, SCALE_2 or INPUT) must have, for weight
+ * `weight` ("M.weight", or "M.weight_packed" in compressed-tensors): ModelOpt "M.weight_scale",
+ * "M.weight_scale_2", "M.input_scale"; compressed-tensors (`ct` non-zero) "M.weight_scale",
+ * "M.weight_global_scale", "M.input_global_scale". Into `out` (capacity `cap`).
+ * @return 0, or NVF_E_INVALID (another slot, or it does not fit).
+ */
+int nvf_ckpt_companion_name(char *out, size_t cap, const char *weight, nvf_companion slot, int ct);
+
+/* The tensors of one MoE layer of a prepared checkpoint (SPEC section 5), P =
+ * "{layer prefix}.mlp.experts". */
+typedef enum nvf_prep_part {
+    NVF_PREP_W13_WEIGHT = 0, /* P.w13_weight U8 [E, 2I, H/2] */
+    NVF_PREP_W13_SCALE,      /* P.w13_weight_scale F8_E4M3 [E, pad(2I), padc(H/16)] */
+    NVF_PREP_W13_ALPHA,      /* P.w13_alpha F32 [E] */
+    NVF_PREP_W2_WEIGHT,      /* P.w2_weight U8 [E, H, I/2] */
+    NVF_PREP_W2_SCALE,       /* P.w2_weight_scale F8_E4M3 [E, pad(H), padc(I/16)] */
+    NVF_PREP_W2_ALPHA,       /* P.w2_alpha F32 [E] */
+    NVF_PREP_W13_INPUT,      /* W4A4: P.w13_input_scale F32 [E] */
+    NVF_PREP_FC2_INPUT,      /* W4A4: P.fc2_input_scale F32 [1] */
+    NVF_PREP_COUNT
+} nvf_prep_part;
+
+/**
+ * The name of `part` of the prepared MoE layer whose prefix is `layer_prefix`
+ * ("model.layers.3"), into `out` (capacity `cap`).
+ * @return 0, or NVF_E_INVALID when it does not fit.
+ */
+int nvf_ckpt_prepared_name(char *out, size_t cap, const char *layer_prefix, nvf_prep_part part);
+
+/**
  * The FP8-block scale name of weight `weight`: weight + "_scale_inv", into `out` (capacity cap).
  * @return 0, or NVF_E_INVALID when it does not fit.
  */
@@ -176,6 +206,27 @@ int nvf_ckpt_ct_name(char *out, size_t cap, const char *modelopt_name);
  * NVF_E_INVALID when the key does not fit.
  */
 int nvf_ckpt_group_key(char *out, size_t cap, const char *name);
+
+/* Which global-scale group a name belongs to (nvf_ckpt_group_key). */
+typedef enum nvf_ckpt_group {
+    NVF_GROUP_NONE = 0,    /* stands alone */
+    NVF_GROUP_GATE_UP = 1, /* gate_proj/up_proj, w1/w3 of an expert or MLP */
+    NVF_GROUP_QKV = 2,     /* q_proj/k_proj/v_proj of an attention */
+} nvf_ckpt_group;
+
+/**
+ * nvf_ckpt_group_key() that also says which kind of group the name belongs to.
+ * @return the group kind (NVF_GROUP_NONE: out = name), or NVF_E_INVALID when the key does not
+ * fit.
+ */
+int nvf_ckpt_group_of(char *out, size_t cap, const char *name);
+
+/**
+ * Whether `name` is an expert-parallel rank directory of a prepared conversion,
+ * "rank-0000r-of-0000N" (five digits each, r < N): *rank and *n_ranks set.
+ * @return 1 when it is, 0 otherwise.
+ */
+int nvf_ckpt_rank_dir_parse(const char *name, int64_t *rank, int64_t *n_ranks);
 
 /**
  * The FP8-block rule for a weight and its scale (SPEC section 3): the weight has at least 2

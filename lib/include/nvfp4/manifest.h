@@ -213,6 +213,17 @@ typedef struct nvf_manifest_report {
 int nvf_manifest_check_dir(nvf_manifest_report **out, const char *dir, const nvf_manifest *m,
                            const nvf_hash_opts *opts);
 
+/**
+ * nvf_manifest_check_dir() on hashes a caller computed itself (validate reads every byte once
+ * for all its checks and builds `actual` with nvf_manifest_add_file / _add_tensor): every file
+ * of `m` must be in `actual` with its size and SHA-256, `actual` may hold no other file, and
+ * with `tensors` every tensor `m` lists in a file of `actual` must be there with its dtype, shape
+ * and CRC-32, and no other. The same findings, in the same order, as nvf_manifest_check_dir.
+ * @return 0 with the findings in *out (free with nvf_manifest_report_free()), or NVF_E_NOMEM.
+ */
+int nvf_manifest_compare(nvf_manifest_report **out, const nvf_manifest *m,
+                         const nvf_manifest *actual, int tensors);
+
 /** Free a report; NULL is fine. */
 void nvf_manifest_report_free(nvf_manifest_report *r);
 

@@ -20,6 +20,7 @@
 #ifndef NVFP4_VERIFY_H
 #define NVFP4_VERIFY_H
 
+#include "nvfp4/finding.h"
 #include "nvfp4/moe.h"
 
 #include <stddef.h>
@@ -58,14 +59,9 @@ typedef struct nvf_verify_check {
     char message[384];
 } nvf_verify_check;
 
-typedef struct nvf_verify_finding {
-    char id[32];      /* the check that found it */
-    char severity[8]; /* "error" or "warning" */
-    int64_t layer;    /* -1: the checkpoint */
-    int64_t expert;   /* -1: not one expert */
-    char tensor[256]; /* "" when no one tensor */
-    char message[640];
-} nvf_verify_finding;
+/* A finding of verify: the shared type (nvfp4/finding.h). `id` is the check that found it,
+ * `file` is "", `layer` -1 for the checkpoint, `expert` -1 when not one expert. */
+typedef nvf_finding nvf_verify_finding;
 
 typedef struct nvf_verify_layer {
     int64_t layer;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # lib/ckpt calls go one way (issue #10 item 6; lib/ckpt/ckpt_internal.h): ckpt_open.c and
-# ckpt_nvfp4.c (reading an open checkpoint's NVFP4 weights) on top, calling neither each other;
+# ckpt_nvfp4.c (reading an open checkpoint's NVFP4 weights) and ckpt_modelopt_rules.c (the ModelOpt
+# config rules) on top, calling none of each other;
 # ckpt_format.c, ckpt_moe.c and ckpt_plan.c below it, calling neither each other nor
 # ckpt_open.c; then ckpt_naming.c, ckpt_moe_config.c and ckpt_source.c; ckpt_common.c at the
 # bottom, calling none of the above.
@@ -10,7 +11,7 @@ set -euo pipefail
 cd "$NVFP4_SOURCE_DIR/lib/ckpt"
 "${NVFP4_PYTHON:-python3}" - <<'PY'
 import re, sys
-levels = {"ckpt_open.c": 0, "ckpt_nvfp4.c": 0, "ckpt_format.c": 1, "ckpt_moe.c": 1,
+levels = {"ckpt_open.c": 0, "ckpt_nvfp4.c": 0, "ckpt_modelopt_rules.c": 0, "ckpt_format.c": 1, "ckpt_moe.c": 1,
           "ckpt_plan.c": 1, "ckpt_naming.c": 2, "ckpt_moe_config.c": 2, "ckpt_source.c": 2,
           "ckpt_common.c": 3}
 src = {f: open(f).read() for f in levels}
