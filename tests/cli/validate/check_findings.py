@@ -8,14 +8,15 @@
 REQUIRE is a comma-separated list of finding ids ("-": none) that must all be in the JSON
 report's `findings`, each with severity "error" when EXIT is 3 and "warning" when EXIT is 0
 (finding-ids.md: exit 0 exactly when no finding is an error). Other findings are allowed; an
-exit-0 case may have no error finding. Every finding has the fields id, severity, file, tensor
-and message. Prints nothing on success, else one diagnostic paragraph naming the case, what was
-expected and what came back (exit code, ids, the first lines of stderr); exit 1 then.
-With a PHRASE (batch) or the environment variable EXPECT_MESSAGE set, some required
-finding's message must contain it. Batch mode checks every line and exits 1 if any failed.
+exit-0 case may have no error finding, and one that requires none (a good checkpoint) may have
+no finding at all. Every finding has the fields id, severity, file, tensor and message.
+Prints nothing on success, else one diagnostic paragraph naming the case, what was expected
+and what came back (exit code, ids, the first lines of stderr); exit 1 then. With a PHRASE
+(batch) or the environment variable EXPECT_MESSAGE set, some required finding's message must
+contain it. Batch mode checks every line and exits 1 if any failed.
 """
-import os
 import json
+import os
 import subprocess
 import sys
 
@@ -59,6 +60,8 @@ def check(tool, case, ckpt, want_rc, require, options, phrase):
             errs = [f["id"] for f in got if f["severity"] == "error"]
             if errs:
                 problems.append("exit-0 case with error findings %s" % errs)
+            elif not require and got:
+                problems.append("a clean case with findings %s" % [f["id"] for f in got])
         if require and any(not f["message"] for f in got if f["id"] in require):
             problems.append("a required finding has an empty message")
         if phrase and require and not any(phrase in f["message"] for f in got
