@@ -3,7 +3,7 @@
 
     check_findings.py NVFP4TOOL CASE CKPT EXIT REQUIRE [OPTION ...]
     check_findings.py NVFP4TOOL --batch FILE   # lines CASE<TAB>CKPT<TAB>EXIT<TAB>REQUIRE
-                                               # <TAB>OPTIONS ("-": none)<TAB>PHRASE ("-")
+                                               # <TAB>OPTIONS<TAB>PHRASE<TAB>NAMED ("-": none)
 
 REQUIRE is a comma-separated list of finding ids ("-": none) that must all be in the JSON
 report's `findings`, each with severity "error" when EXIT is 3 and "warning" when EXIT is 0
@@ -13,7 +13,8 @@ no finding at all. Every finding has the fields id, severity, file, tensor and m
 Prints nothing on success, else one diagnostic paragraph naming the case, what was expected
 and what came back (exit code, ids, the first lines of stderr); exit 1 then. With a PHRASE
 (batch) or the environment variable EXPECT_MESSAGE set, some required finding's message must
-contain it. Batch mode checks every line and exits 1 if any failed.
+contain it. With NAMED (batch), some required finding must name it: its file or tensor is
+NAMED, or its message contains it. Batch mode checks every line; exit 1 if any failed.
 """
 import json
 import os
@@ -21,7 +22,7 @@ import subprocess
 import sys
 
 
-def check(tool, case, ckpt, want_rc, require, options, phrase):
+def check(tool, case, ckpt, want_rc, require, options, phrase, named=None):
     want_rc = int(want_rc)
     require = [] if require == "-" else require.split(",")
     cmd = [tool, "validate", ckpt, "--json"] + options
@@ -67,6 +68,10 @@ def check(tool, case, ckpt, want_rc, require, options, phrase):
         if phrase and require and not any(phrase in f["message"] for f in got
                                           if f["id"] in require):
             problems.append("no %s message contains \"%s\"" % ("/".join(require), phrase))
+        if named and require and not any(
+                named in (f["file"], f["tensor"]) or named in f["message"]
+                for f in got if f["id"] in require):
+            problems.append("no %s finding names '%s'" % ("/".join(require), named))
     if problems:
         ids = sorted({"%s(%s)" % (f["id"], f["severity"]) for f in got})
         print("%s: %s\n  command: %s\n  expected: exit %d, findings %s\n  got: exit %d, "
@@ -88,10 +93,11 @@ def main(argv):
         bad = n = 0
         with open(argv[2]) as f:
             for line in f:
-                case, ckpt, code, require, options, phrase = line.rstrip("\n").split("\t")
+                case, ckpt, code, require, options, phrase, named = \
+                    line.rstrip("\n").split("\t")
                 opts = [] if options == "-" else options.split()
                 bad += check(argv[0], case, ckpt, code, require, opts,
-                             None if phrase == "-" else phrase)
+                             None if phrase == "-" else phrase, None if named == "-" else named)
                 n += 1
         print("%d of %d cases as expected" % (n - bad, n))
         return 1 if bad or n == 0 else 0

@@ -30,7 +30,7 @@ for f in "$NVFP4_TESTDATA"/invalid/*.safetensors; do
     base=$(basename "$f" .safetensors)
     phrase=$(awk -F'\t' -v k="$base" '$1 == k {print $2}' "$tmp/phrases.tsv")
     [ -n "$phrase" ] || fail "$base: no phrase in tests/unit/test_safetensors.c"
-    printf '%s\t%s\t3\tsafetensors.malformed\t-\t%s\n' "$base" "$f" "$phrase" >>"$tmp/batch"
+    printf '%s\t%s\t3\tsafetensors.malformed\t-\t%s\t-\n' "$base" "$f" "$phrase" >>"$tmp/batch"
     n=$((n + 1))
 done
 [ "$n" -ge 50 ] || fail "only $n files in $NVFP4_TESTDATA/invalid"

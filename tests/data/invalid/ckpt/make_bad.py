@@ -10,7 +10,9 @@ Each edit reads its result back and asserts the defect is there (so a case that 
 what its name says fails here, not in validate). The table's `manifest` column says what
 happens to nvfp4-manifest.json afterwards: keep (as the base had it: the case is about the
 manifest, or the defect breaks hashing), rehash (`nvfp4tool hash CASE` rewrites it, so only the
-case's own finding shows), drop (removed). Prints one line per case: NAME<TAB>PATH.
+case's own finding shows), drop (removed). Prints one line per case: NAME<TAB>PATH<TAB>NAMED,
+NAMED being the tensor, file or module the defect is in (what validate's finding must name;
+"-" when no one thing).
 """
 import json
 import os
@@ -246,6 +248,7 @@ def c_flipped_byte(d, out):
     name = expert(1, 2, "down", "weight")
     old = read_tensor(d, name)[2][5]
     patch(d, name, 5, bytes([old ^ 0x10]))
+    return os.path.basename(shard_of(d, name))
 
 
 def c_shard_truncated(d, out):
@@ -254,10 +257,13 @@ def c_shard_truncated(d, out):
     with open(path, "r+b") as f:
         f.truncate(size - 100)
     assert os.path.getsize(path) == size - 100
+    return os.path.basename(path)
 
 
 def c_shard_missing(d, out):
-    os.remove(os.path.join(d, shards(d)[2]))
+    shard = shards(d)[2]
+    os.remove(os.path.join(d, shard))
+    return shard
 
 
 def c_index_wrong_shard(d, out):
@@ -266,6 +272,7 @@ def c_index_wrong_shard(d, out):
     other = [s for s in shards(d) if s != old][0]
     idx = edit_json(os.path.join(d, INDEX), lambda i: i["weight_map"].__setitem__(name, other))
     assert name not in St(os.path.join(d, idx["weight_map"][name])).tensors
+    return name
 
 
 def outside_copy(d, out, shard):
@@ -293,12 +300,14 @@ def c_index_path_dotdot(d, out):
     assert target.startswith("../")
     point_index(d, shard, target)
     assert os.path.isfile(os.path.join(d, target))
+    return target
 
 
 def c_index_path_absolute(d, out):
     shard = shards(d)[3]
     copy = outside_copy(d, out, shard)
     point_index(d, shard, os.path.abspath(copy))
+    return os.path.abspath(copy)
 
 
 def c_index_path_symlink(d, out):
@@ -307,6 +316,7 @@ def c_index_path_symlink(d, out):
     os.remove(os.path.join(d, shard))
     os.symlink(os.path.abspath(copy), os.path.join(d, shard))
     assert St(os.path.join(d, shard)).tensors
+    return shard
 
 
 def c_index_total_size(d, out):
@@ -314,6 +324,7 @@ def c_index_total_size(d, out):
     idx = edit_json(os.path.join(d, INDEX),
                     lambda i: i["metadata"].__setitem__("total_size", real + 4096))
     assert idx["metadata"]["total_size"] != real
+    return INDEX
 
 
 def c_index_duplicate_tensor(d, out):
@@ -326,6 +337,7 @@ def c_index_duplicate_tensor(d, out):
     st.tensors[name] = list(src.tensors[name])
     st.write(path)
     assert name in St(path).tensors and name in St(shard_of(d, name)).tensors
+    return name
 
 
 def c_index_unlisted_tensor(d, out):
@@ -334,16 +346,19 @@ def c_index_unlisted_tensor(d, out):
     assert name not in idx["weight_map"]
     assert any(name in St(os.path.join(d, s)).tensors for s in os.listdir(d)
                if s.endswith(".safetensors"))
+    return name
 
 
 def c_index_missing(d, out):
     assert len(shards(d)) > 1
     os.remove(os.path.join(d, INDEX))
+    return INDEX
 
 
 def c_index_malformed(d, out):
     with open(os.path.join(d, INDEX), "w") as f:
         f.write('{"metadata": {"total_size": 1}, "weight_map": {"a": "model-00001-of-00004.saf')
+    return INDEX
 
 
 def c_index_unreferenced_shard(d, out):
@@ -351,10 +366,12 @@ def c_index_unreferenced_shard(d, out):
     st = St(os.path.join(d, shards(d)[0]))
     st.tensors = {}
     st.write(os.path.join(d, "model-00005-of-00005.safetensors"))
+    return "model-00005-of-00005.safetensors"
 
 
 def c_config_missing(d, out):
     os.remove(os.path.join(d, "config.json"))
+    return "config.json"
 
 
 def c_config_malformed(d, out):
@@ -363,40 +380,56 @@ def c_config_malformed(d, out):
         text = f.read()
     with open(path, "w") as f:
         f.write(text[:len(text) // 2])
+    return "config.json"
 
 
 def c_scale_nan_weight_scale_2(d, out):
-    set_f32(d, expert(0, 2, "down", "weight_scale_2"), F32_NAN)
+    name = expert(0, 2, "down", "weight_scale_2")
+    set_f32(d, name, F32_NAN)
+    return name
 
 
 def c_scale_inf_input_scale(d, out):
-    set_f32(d, expert(1, 1, "down", "input_scale"), F32_INF)
+    name = expert(1, 1, "down", "input_scale")
+    set_f32(d, name, F32_INF)
+    return name
 
 
 def c_scale_zero_input_scale(d, out):
-    set_f32(d, expert(0, 0, "down", "input_scale"), struct.pack("<f", 0.0))
+    name = expert(0, 0, "down", "input_scale")
+    set_f32(d, name, struct.pack("<f", 0.0))
+    return name
 
 
 def c_scale_zero_weight_scale_2(d, out):
-    set_f32(d, expert(1, 3, "down", "weight_scale_2"), struct.pack("<f", 0.0))
+    name = expert(1, 3, "down", "weight_scale_2")
+    set_f32(d, name, struct.pack("<f", 0.0))
+    return name
 
 
 def c_scale_negative_weight_scale_2(d, out):
     name = expert(0, 1, "down", "weight_scale_2")
     set_f32(d, name, struct.pack("<f", -f32(d, name)))
     assert f32(d, name) < 0
+    return name
 
 
 def c_scale_negative_input_scale(d, out):
-    set_f32(d, expert(1, 2, "down", "input_scale"), struct.pack("<f", -1.0))
+    name = expert(1, 2, "down", "input_scale")
+    set_f32(d, name, struct.pack("<f", -1.0))
+    return name
 
 
 def c_scale_negative_e4m3(d, out):
-    patch(d, expert(0, 2, "up", "weight_scale"), 9, b"\xb8")  # -1.0
+    name = expert(0, 2, "up", "weight_scale")
+    patch(d, name, 9, b"\xb8")  # -1.0
+    return name
 
 
 def c_scale_nan_e4m3(d, out):
-    patch(d, expert(1, 0, "gate", "weight_scale"), 17, b"\x7f")  # E4M3 NaN
+    name = expert(1, 0, "gate", "weight_scale")
+    patch(d, name, 17, b"\x7f")  # E4M3 NaN
+    return name
 
 
 def c_gate_up_scale_mismatch(d, out):
@@ -404,6 +437,7 @@ def c_gate_up_scale_mismatch(d, out):
     assert f32(d, g) == f32(d, u)
     set_f32(d, u, struct.pack("<f", f32(d, u) * 2))
     assert f32(d, g) != f32(d, u) and f32(d, u) > 0
+    return u
 
 
 def c_gate_up_input_scale_mismatch(d, out):
@@ -411,24 +445,32 @@ def c_gate_up_input_scale_mismatch(d, out):
     assert f32(d, g) == f32(d, u)
     set_f32(d, u, struct.pack("<f", f32(d, u) * 0.5))
     assert f32(d, g) != f32(d, u) and f32(d, u) > 0
+    return u
 
 
 def c_qkv_scale_mismatch(d, out):
     q, k = ("model.layers.1.self_attn.%s_proj.weight_scale_2" % p for p in "qk")
     assert f32(d, q) == f32(d, k)
     set_f32(d, k, struct.pack("<f", f32(d, k) * 2))
+    return k
 
 
 def c_linear_missing_input_scale(d, out):
-    remove(d, [expert(0, 1, "down", "input_scale")])
+    name = expert(0, 1, "down", "input_scale")
+    remove(d, [name])
+    return name
 
 
 def c_linear_missing_weight_scale_2(d, out):
-    remove(d, [expert(1, 3, "gate", "weight_scale_2")])
+    name = expert(1, 3, "gate", "weight_scale_2")
+    remove(d, [name])
+    return name
 
 
 def c_linear_missing_weight_scale(d, out):
-    remove(d, [expert(0, 2, "up", "weight_scale")])
+    name = expert(0, 2, "up", "weight_scale")
+    remove(d, [name])
+    return name
 
 
 def c_linear_scale_shape(d, out):
@@ -436,6 +478,7 @@ def c_linear_scale_shape(d, out):
     name = expert(1, 1, "up", "weight_scale")
     assert read_tensor(d, name)[1] == [64, 4]
     rewrite(d, name, shape=[32, 8])
+    return name
 
 
 def c_linear_input_scale_shape(d, out):
@@ -444,17 +487,21 @@ def c_linear_input_scale_shape(d, out):
     rewrite(d, name, shape=[2], data=read_tensor(d, name)[2] * 2)
     up = expert(0, 0, "up", "input_scale")
     rewrite(d, up, shape=[2], data=read_tensor(d, up)[2] * 2)  # keeps gate == up
+    return name
 
 
 def c_linear_dtype(d, out):
     """weight_scale stored as U8 instead of F8_E4M3."""
-    rewrite(d, expert(0, 3, "down", "weight_scale"), dtype="U8")
+    name = expert(0, 3, "down", "weight_scale")
+    rewrite(d, name, dtype="U8")
+    return name
 
 
 def c_linear_scale_2_dtype(d, out):
     """weight_scale_2 stored as F16 (a scalar of 2 bytes) instead of F32."""
     name = expert(1, 0, "down", "weight_scale_2")
     rewrite(d, name, dtype="F16", data=struct.pack("<e", f32(d, name)))
+    return name
 
 
 def c_exclude_modules_empty(d, out):
@@ -462,6 +509,7 @@ def c_exclude_modules_empty(d, out):
         q["ignore" if which == "config" else "exclude_modules"] = []
     c, h = quant_configs(d, fn)
     assert c["ignore"] == [] and h["exclude_modules"] == []
+    return "hf_quant_config.json"
 
 
 def c_config_contradicts_tensors(d, out):
@@ -472,18 +520,21 @@ def c_config_contradicts_tensors(d, out):
     def fn(q, which):
         q["ignore" if which == "config" else "exclude_modules"].append(mod)
     quant_configs(d, fn)
+    return mod
 
 
 def c_quant_algo_fp8(d, out):
     def fn(q, which):
         q["quant_algo"] = "FP8"
     quant_configs(d, fn)
+    return "hf_quant_config.json"
 
 
 def c_quant_method(d, out):
     c = edit_json(os.path.join(d, "config.json"),
                   lambda c: c["quantization_config"].__setitem__("quant_method", "nvfp4"))
     assert c["quantization_config"]["quant_method"] == "nvfp4"
+    return "config.json"
 
 
 def c_group_size_32(d, out):
@@ -494,6 +545,7 @@ def c_group_size_32(d, out):
                 if isinstance(g.get(k), dict):
                     g[k]["group_size"] = 32
     quant_configs(d, fn)
+    return "hf_quant_config.json"
 
 
 def c_config_mismatch(d, out):
@@ -503,6 +555,7 @@ def c_config_mismatch(d, out):
     h = rjson(os.path.join(d, "hf_quant_config.json"))
     assert "lm_head" not in c["quantization_config"]["ignore"]
     assert "lm_head" in h["quantization"]["exclude_modules"]
+    return "lm_head"
 
 
 def c_quant_config_missing(d, out):
@@ -518,10 +571,12 @@ def expert_tensors(layer, e, projs=("gate", "up", "down")):
 
 def c_moe_missing_expert(d, out):
     remove(d, expert_tensors(1, 3))
+    return "model.layers.1"
 
 
 def c_moe_missing_projection(d, out):
     remove(d, expert_tensors(0, 2, ("down",)))
+    return "model.layers.0"
 
 
 def c_moe_expert_shape(d, out):
@@ -532,36 +587,43 @@ def c_moe_expert_shape(d, out):
     assert wt[1] == [64, 32] and stt[1] == [64, 4]
     rewrite(d, w, shape=[48, 32], data=wt[2][:48 * 32])
     rewrite(d, s, shape=[48, 4], data=stt[2][:48 * 4])
+    return w
 
 
 def c_tensor_nan_bf16(d, out):
     name = "model.layers.0.post_attention_layernorm.weight"
     assert read_tensor(d, name)[0] == "BF16"
     patch(d, name, 6, struct.pack("<H", 0x7FC0))
+    return name
 
 
 def c_tensor_inf_bf16(d, out):
     name = "model.embed_tokens.weight"
     assert read_tensor(d, name)[0] == "BF16"
     patch(d, name, 1000, struct.pack("<H", 0xFF80))  # -Inf
+    return name
 
 
 def c_drop_manifest(d, out):
     os.remove(os.path.join(d, MANIFEST))
+    return MANIFEST
 
 
 def c_manifest_extra_file(d, out):
     with open(os.path.join(d, "notes.txt"), "w") as f:
         f.write("not part of the conversion\n")
+    return "notes.txt"
 
 
 def c_manifest_size(d, out):
     with open(os.path.join(d, "README.md"), "a") as f:
         f.write("one more line\n")
+    return "README.md"
 
 
 def c_manifest_missing_file(d, out):
     os.remove(os.path.join(d, "tokenizer.json"))
+    return "tokenizer.json"
 
 
 def c_manifest_malformed(d, out):
@@ -570,6 +632,7 @@ def c_manifest_malformed(d, out):
         text = f.read()
     with open(path, "w") as f:
         f.write(text[:len(text) // 3])
+    return MANIFEST
 
 
 def c_manifest_crc32(d, out):
@@ -582,6 +645,7 @@ def c_manifest_crc32(d, out):
                 t["crc32"] = "%08x" % (int(t["crc32"], 16) ^ 1)
     m = edit_json(os.path.join(d, MANIFEST), fn)
     assert any(t["name"] == name for t in m["tensors"])
+    return name
 
 
 def c_manifest_tensor(d, out):
@@ -593,6 +657,7 @@ def c_manifest_tensor(d, out):
             if t["name"] == name:
                 t["shape"] = [32, 8]
     edit_json(os.path.join(d, MANIFEST), fn)
+    return name
 
 
 def c_ct_scale_nan(d, out):
@@ -601,10 +666,12 @@ def c_ct_scale_nan(d, out):
     dtype, shape, data = read_tensor(d, name)
     assert dtype == "F32" and len(data) == 4, (dtype, shape)
     patch(d, name, 0, F32_NAN)
+    return name
 
 
 def c_prepared_rank_missing(d, out):
     shutil.rmtree(os.path.join(d, "rank-00001-of-00002"))
+    return "rank-00001-of-00002"
 
 
 def c_prepared_expert_split(d, out):
@@ -619,6 +686,7 @@ def c_prepared_expert_split(d, out):
         assert ranks[0]["experts"] == [0, 2] and ranks[1]["experts"] == [2, 2], ranks
         ranks[1]["experts"] = [1, 2]
     edit_json(os.path.join(d, MANIFEST), fn)
+    return "rank-00001-of-00002"
 
 
 def swizzle_128x4(m, k, cols):
@@ -637,6 +705,7 @@ def c_prepared_scale_padding(d, out):
     at = per_expert * 1 + swizzle_128x4(100, 2, shape[2])
     assert data[at] == 0
     patch(r, name, at, b"\x38")
+    return name
 
 
 CASES = {name[2:].replace("_", "-"): fn for name, fn in list(globals().items())
@@ -671,13 +740,13 @@ def make_case(tool, out, row, done):
     shutil.rmtree(dst, ignore_errors=True)
     shutil.rmtree(os.path.join(out, "outside-" + row["case"]), ignore_errors=True)
     shutil.copytree(base, dst, symlinks=True)
-    CASES[row["edit"]](dst, out)
+    named = CASES[row["edit"]](dst, out)
     if row["manifest"] == "drop" and os.path.exists(os.path.join(dst, MANIFEST)):
         os.remove(os.path.join(dst, MANIFEST))
     elif row["manifest"] == "rehash":
         assert os.path.exists(os.path.join(dst, MANIFEST)), row["case"] + ": no manifest"
         subprocess.run([tool, "hash", dst] + RUN, check=True, stdout=subprocess.DEVNULL)
-    return dst
+    return dst, named or "-"
 
 
 def main(argv):
@@ -692,7 +761,7 @@ def main(argv):
     done = set()
     for row in rows:
         if not only or row["case"] in only:
-            print("%s\t%s" % (row["case"], make_case(tool, out, row, done)), flush=True)
+            print("%s\t%s\t%s" % ((row["case"],) + make_case(tool, out, row, done)), flush=True)
 
 
 if __name__ == "__main__":
