@@ -91,8 +91,8 @@ static void print_table(const nvf_validate_report *r) {
         printf("         %s\n", f->message);
     }
     if (r->deep)
-        printf("validate: %zu error(s), %zu warning(s), %zu MoE layer(s) verified: %s\n",
-               r->errors, r->warnings, r->layers_verified, r->pass ? "PASS" : "FAIL");
+        printf("validate: %zu error(s), %zu warning(s), %zu MoE layer(s) verified: %s\n", r->errors,
+               r->warnings, r->layers_verified, r->pass ? "PASS" : "FAIL");
     else
         printf("validate: %zu error(s), %zu warning(s): %s\n", r->errors, r->warnings,
                r->pass ? "PASS" : "FAIL");

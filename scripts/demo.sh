@@ -4,8 +4,9 @@
 # against its manifest and inspect it; then the same source as kernel-ready prepared-w4a16 shards
 # split over 2 expert-parallel ranks, checked and inspected; then a one-rank prepared-w4a16
 # conversion verified against the source (passes, exit 0) and a copy broken on purpose (one
-# expert's weight nibbles swapped: fails, exit 3, naming the layer and expert). validate joins as
-# it lands.
+# expert's weight nibbles swapped: fails, exit 3, naming the layer and expert). Last, the CI gate:
+# validate passes the ModelOpt output (exit 0) and fails a copy with one byte flipped (exit 3,
+# manifest.sha256 naming the shard and manifest.crc32 the tensor).
 #   scripts/demo.sh [WORKDIR]      (default: out/demo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,5 +52,18 @@ if command -v python3 >/dev/null; then
     echo "verify exit code: $rc (3: verification failed, as it must)" >&2
     [ "$rc" -eq 3 ] || exit 1
 fi
+echo "== validate $work/nvfp4 (the CI gate: structure, configs, scales, hashes)" >&2
+"$tool" validate "$work/nvfp4"
+echo "== validate a copy with one byte flipped in the middle of its first shard" >&2
+rm -rf "$work/flipped"
+cp -r "$work/nvfp4" "$work/flipped"
+shard="$work/flipped/model-00001-of-00001.safetensors"
+at=$(($(stat -c %s "$shard") / 2))
+byte=$(od -An -tu1 -j "$at" -N1 "$shard" | tr -d ' ')
+printf "$(printf '\\%03o' $((byte ^ 255)))" | dd of="$shard" bs=1 seek="$at" conv=notrunc status=none
+rc=0
+"$tool" validate "$work/flipped" || rc=$?
+echo "validate exit code: $rc (3: a finding, as it must)" >&2
+[ "$rc" -eq 3 ] || exit 1
 echo "demo: $work/nvfp4 is a ModelOpt NVFP4 checkpoint, $work/prepared its kernel-ready" \
     "prepared-w4a16 form in 2 ranks; see their nvfp4-manifest.json" >&2

@@ -112,7 +112,7 @@ static int check_agree(nvf_findings *out, const qview *c, const qview *h) {
     if (a && b && strcmp(a, b) != 0)
         rc = nvf_findings_add(out, "modelopt.config-mismatch", "error", CFG, "",
                               CFG ": quantization_config.quant_algo \"%s\" but " HQC
-                              " quantization.quant_algo \"%s\"",
+                                  " quantization.quant_algo \"%s\"",
                               a, b);
     const cJSON *ga = cJSON_GetObjectItemCaseSensitive(c->q, "group_size");
     const cJSON *gb = cJSON_GetObjectItemCaseSensitive(h->q, "group_size");
@@ -120,7 +120,7 @@ static int check_agree(nvf_findings *out, const qview *c, const qview *h) {
         ga->valuedouble != gb->valuedouble)
         rc = nvf_findings_add(out, "modelopt.config-mismatch", "error", CFG, "",
                               CFG ": quantization_config.group_size %g but " HQC
-                              " quantization.group_size %g",
+                                  " quantization.group_size %g",
                               ga->valuedouble, gb->valuedouble);
     const char **x = NULL, **y = NULL;
     size_t nx = sorted_strings(&x, cJSON_GetObjectItemCaseSensitive(c->q, c->exclude));
@@ -140,12 +140,11 @@ static int check_agree(nvf_findings *out, const qview *c, const qview *h) {
             continue;
         }
         const char *only = k < 0 ? x[i] : y[j];
-        rc = nvf_findings_add(out, "modelopt.config-mismatch", "error", CFG, "",
-                              "module '%s' is excluded in %s but not in %s", only,
-                              k < 0 ? CFG " quantization_config.ignore"
-                                    : HQC " quantization.exclude_modules",
-                              k < 0 ? HQC " quantization.exclude_modules"
-                                    : CFG " quantization_config.ignore");
+        rc = nvf_findings_add(
+            out, "modelopt.config-mismatch", "error", CFG, "",
+            "module '%s' is excluded in %s but not in %s", only,
+            k < 0 ? CFG " quantization_config.ignore" : HQC " quantization.exclude_modules",
+            k < 0 ? HQC " quantization.exclude_modules" : CFG " quantization_config.ignore");
         break;
     }
     free(x);
@@ -171,8 +170,7 @@ static int check_tensors(nvf_findings *out, const nvf_ckpt *ck, const qview *say
         const char *name = ck->tensors[i].st->name;
         const char *shard = ck->files[ck->tensors[i].file].name;
         if (nvf_ckpt_is_ignored(ck, name)) {
-            rc = nvf_findings_add(out, "modelopt.config-contradicts-tensors", "error", shard,
-                                  name,
+            rc = nvf_findings_add(out, "modelopt.config-contradicts-tensors", "error", shard, name,
                                   "%s: '%s' is NVFP4 but its module is excluded by the "
                                   "quantization config (%s)",
                                   shard, name, ck->quant.source ? ck->quant.source : file);
@@ -186,8 +184,7 @@ static int check_tensors(nvf_findings *out, const nvf_ckpt *ck, const qview *say
         const cJSON *l = cJSON_GetObjectItemCaseSensitive(layers, module);
         const char *la = l ? str_of(l, "quant_algo") : NULL;
         if (!la || strcmp(la, NVF_MODELOPT_QUANT_ALGO) != 0)
-            rc = nvf_findings_add(out, "modelopt.config-contradicts-tensors", "error", shard,
-                                  name,
+            rc = nvf_findings_add(out, "modelopt.config-contradicts-tensors", "error", shard, name,
                                   "%s: '%s' is NVFP4 but %s quantized_layers gives module "
                                   "'%s' quant_algo %s%s%s",
                                   shard, name, file, module, la ? "\"" : "",
@@ -230,7 +227,7 @@ int nvf_modelopt_check_config(nvf_findings *out, const nvf_ckpt *ck) {
         value_text(got, sizeof got, c.q, "quant_method");
         rc = nvf_findings_add(out, "modelopt.quant-method", "error", CFG, "",
                               CFG ": quantization_config.quant_method is %s, expected "
-                              "\"" NVF_MODELOPT_QUANT_METHOD "\"%s",
+                                  "\"" NVF_MODELOPT_QUANT_METHOD "\"%s",
                               got, n4 ? " (the checkpoint holds NVFP4 ModelOpt tensors)" : "");
         c.q = NULL; /* another method's config: its other fields follow other rules */
     }
@@ -247,8 +244,8 @@ int nvf_modelopt_check_config(nvf_findings *out, const nvf_ckpt *ck) {
     if (!c4 && !h4) {
         if (n4 > 0 && !(c.q && str_of(c.q, "quant_algo")) && !(h.q && str_of(h.q, "quant_algo")))
             return nvf_findings_add(out, "modelopt.quant-config-missing", "error", CFG, "",
-                                    "%zu linear(s) hold NVFP4 tensors but neither " HQC
-                                    " nor " CFG " quantization_config says NVFP4",
+                                    "%zu linear(s) hold NVFP4 tensors but neither " HQC " nor " CFG
+                                    " quantization_config says NVFP4",
                                     n4);
         return NVF_OK;
     }

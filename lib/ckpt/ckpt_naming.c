@@ -430,8 +430,8 @@ int nvf_ckpt_companion_name(char *out, size_t cap, const char *weight, nvf_compa
 
 int nvf_ckpt_prepared_name(char *out, size_t cap, const char *layer_prefix, nvf_prep_part part) {
     static const char *const k_parts[NVF_PREP_COUNT] = {
-        "w13_weight", "w13_weight_scale", "w13_alpha",       "w2_weight",
-        "w2_weight_scale", "w2_alpha",     "w13_input_scale", "fc2_input_scale"};
+        "w13_weight",      "w13_weight_scale", "w13_alpha",       "w2_weight",
+        "w2_weight_scale", "w2_alpha",         "w13_input_scale", "fc2_input_scale"};
     if ((int)part < 0 || part >= NVF_PREP_COUNT)
         return nvf_error_set(NVF_E_INVALID, "no prepared tensor part %d", (int)part);
     int n = snprintf(out, cap, "%s.mlp.experts.%s", layer_prefix, k_parts[part]);

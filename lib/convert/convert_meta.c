@@ -68,7 +68,8 @@ cJSON *cv_meta_quant_config(const cv_plan *p, int mixed) {
     nvf_jb b = {0};
     cJSON *q = nvf_jb_take(&b, cJSON_CreateObject());
     nvf_jb_str(&b, q, "quant_method", NVF_MODELOPT_QUANT_METHOD);
-    nvf_jb_str(&b, q, "quant_algo", mixed ? NVF_MODELOPT_QUANT_ALGO_MIXED : NVF_MODELOPT_QUANT_ALGO);
+    nvf_jb_str(&b, q, "quant_algo",
+               mixed ? NVF_MODELOPT_QUANT_ALGO_MIXED : NVF_MODELOPT_QUANT_ALGO);
     nvf_jb_num(&b, q, "group_size", NVF_MODELOPT_GROUP_SIZE);
     nvf_jb_null(&b, q, "kv_cache_scheme");
     cJSON *g0 = nvf_jb_obj(&b, nvf_jb_obj(&b, q, "config_groups"), "group_0");
@@ -87,7 +88,8 @@ cJSON *cv_meta_hf_quant_config(const cv_plan *p, int mixed) {
     cJSON *doc = nvf_jb_take(&b, cJSON_CreateObject());
     nvf_jb_put(&b, doc, "producer", producer(&b));
     cJSON *q = nvf_jb_obj(&b, doc, "quantization");
-    nvf_jb_str(&b, q, "quant_algo", mixed ? NVF_MODELOPT_QUANT_ALGO_MIXED : NVF_MODELOPT_QUANT_ALGO);
+    nvf_jb_str(&b, q, "quant_algo",
+               mixed ? NVF_MODELOPT_QUANT_ALGO_MIXED : NVF_MODELOPT_QUANT_ALGO);
     nvf_jb_null(&b, q, "kv_cache_quant_algo");
     nvf_jb_num(&b, q, "group_size", NVF_MODELOPT_GROUP_SIZE);
     nvf_jb_put(&b, q, "exclude_modules", nvf_jb_take(&b, cJSON_Duplicate(p->exclude_modules, 1)));

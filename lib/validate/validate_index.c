@@ -41,8 +41,8 @@ static const char *in_prefix(const char *name, const char *prefix) {
 
 /* config.json / hf_quant_config.json / the index, parsed strictly; *doc NULL when absent or
  * malformed (the finding added). */
-static int read_json(cJSON **doc, vd_ctx *c, const char *prefix, const char *base,
-                     const char *id, int *present) {
+static int read_json(cJSON **doc, vd_ctx *c, const char *prefix, const char *base, const char *id,
+                     int *present) {
     char rel[NAME_MAX_LEN];
     snprintf(rel, sizeof rel, "%s%s", prefix, base);
     *doc = NULL;
@@ -261,9 +261,9 @@ static int check_index(vd_ctx *c, const char *prefix, const char *dir, const cJS
         if (listed(by_key, n, h[i].name))
             continue;
         *clean = 0;
-        rc = nvf_findings_add(c->out, "index.unlisted-tensor", "error", h[i].file->name,
-                              h[i].name, "%s holds tensor '%s', which %s does not list",
-                              h[i].file->name, h[i].name, irel);
+        rc = nvf_findings_add(c->out, "index.unlisted-tensor", "error", h[i].file->name, h[i].name,
+                              "%s holds tensor '%s', which %s does not list", h[i].file->name,
+                              h[i].name, irel);
     }
     /* Shards the index never names. */
     for (size_t i = 0; i < c->n_files && rc == NVF_OK; i++) {
@@ -271,8 +271,8 @@ static int check_index(vd_ctx *c, const char *prefix, const char *dir, const cJS
         if (!rest || strchr(rest, '/') || !c->files[i].is_st || names_shard(by_val, n, rest))
             continue;
         total_known = 0;
-        rc = nvf_findings_add(c->out, "index.unreferenced-shard", "warning", c->files[i].name,
-                              "", "%s is a shard that %s never names: loaders ignore it",
+        rc = nvf_findings_add(c->out, "index.unreferenced-shard", "warning", c->files[i].name, "",
+                              "%s is a shard that %s never names: loaders ignore it",
                               c->files[i].name, irel);
     }
     uint64_t want;
@@ -305,8 +305,7 @@ int vd_check_structure(vd_ctx *c, const char *prefix, int *clean) {
     if (rc == NVF_OK && present && !cfg)
         *clean = 0;
     if (rc == NVF_OK)
-        rc = read_json(&hqc, c, prefix, NVF_MODELOPT_HF_QUANT_CONFIG, "config.malformed",
-                       &present);
+        rc = read_json(&hqc, c, prefix, NVF_MODELOPT_HF_QUANT_CONFIG, "config.malformed", &present);
     if (rc == NVF_OK && present && !hqc)
         *clean = 0;
     if (rc == NVF_OK)
@@ -330,8 +329,8 @@ int vd_check_structure(vd_ctx *c, const char *prefix, int *clean) {
         if (strcmp(h[i].name, h[i - 1].name) != 0)
             continue;
         *clean = 0;
-        rc = nvf_findings_add(c->out, "index.duplicate-tensor", "error", h[i].file->name,
-                              h[i].name, "tensor '%s' is in both '%s' and '%s'", h[i].name,
+        rc = nvf_findings_add(c->out, "index.duplicate-tensor", "error", h[i].file->name, h[i].name,
+                              "tensor '%s' is in both '%s' and '%s'", h[i].name,
                               h[i - 1].file->name, h[i].file->name);
     }
     if (rc == NVF_OK && index)

@@ -29,10 +29,10 @@ typedef struct vd_file {
     uint64_t size; /* from stat, for scheduling */
     int is_st;     /* a ".safetensors" file */
     /* results */
-    int rc;              /* 0, or an I/O error / interruption (err holds the message) */
+    int rc; /* 0, or an I/O error / interruption (err holds the message) */
     nvf_error_state err;
-    nvf_st_file *st;     /* is_st and well formed; kept open for the later checks */
-    char *st_error;      /* is_st and malformed: the reader's reason */
+    nvf_st_file *st; /* is_st and well formed; kept open for the later checks */
+    char *st_error;  /* is_st and malformed: the reader's reason */
     char sha256[65];
     uint64_t bytes;
     uint32_t *crc;         /* st->n_tensors CRC-32s, data-offset order */
@@ -40,9 +40,9 @@ typedef struct vd_file {
 } vd_file;
 
 typedef struct vd_ctx {
-    const char *top;        /* the directory (or the file) as given */
-    int is_file;            /* validating one .safetensors file */
-    vd_file *files;         /* sorted by name */
+    const char *top; /* the directory (or the file) as given */
+    int is_file;     /* validating one .safetensors file */
+    vd_file *files;  /* sorted by name */
     size_t n_files;
     const nvf_validate_opts *o;
     nvf_validate_report *r;

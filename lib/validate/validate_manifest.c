@@ -76,8 +76,8 @@ int vd_check_manifest(vd_ctx *c) {
         int req = c->o->require_manifest;
         rc = nvf_findings_add(c->out, "manifest.absent", req ? "error" : "warning",
                               NVF_MANIFEST_NAME, "",
-                              "%s has no " NVF_MANIFEST_NAME ": file hashes not checked%s",
-                              c->top, req ? " (--require-manifest)" : " (a third-party checkpoint?)");
+                              "%s has no " NVF_MANIFEST_NAME ": file hashes not checked%s", c->top,
+                              req ? " (--require-manifest)" : " (a third-party checkpoint?)");
         goto done;
     }
     c->r->manifest = 1;

@@ -99,13 +99,13 @@ static int check_padding(prep_ctx *p, const nvf_st_tensor *s, nvf_layout layout,
     }
     if (n == 0)
         return NVF_OK;
-    int rc = nvf_findings_add(p->c->out, "prepared.layout", "error", p->file, s->name,
-                              "%s: '%s' has %" PRIu64 " non-zero padding byte(s) (%s layout, %" PRId64
-                              " x %" PRId64 " scales padded to %" PRId64 " x %" PRId64
-                              "); the first: expert %" PRId64 ", row %" PRId64 ", column %" PRId64
-                              ": 0x%02x",
-                              p->file, s->name, n, nvf_layout_name(layout), rows, kcols, pr, pc,
-                              first_e, first_m, first_k, first_b);
+    int rc = nvf_findings_add(
+        p->c->out, "prepared.layout", "error", p->file, s->name,
+        "%s: '%s' has %" PRIu64 " non-zero padding byte(s) (%s layout, %" PRId64 " x %" PRId64
+        " scales padded to %" PRId64 " x %" PRId64 "); the first: expert %" PRId64 ", row %" PRId64
+        ", column %" PRId64 ": 0x%02x",
+        p->file, s->name, n, nvf_layout_name(layout), rows, kcols, pr, pc, first_e, first_m,
+        first_k, first_b);
     if (rc == NVF_OK)
         p->c->out->v[p->c->out->n - 1].expert = first_e;
     return rc;
@@ -171,8 +171,8 @@ static int check_layer(prep_ctx *p, const nvf_moe_layer *l, nvf_layout layout, i
                   &t);
     if (rc == NVF_OK && t)
         rc = check_padding(p, t, layout, n_h, ki);
-    static const nvf_prep_part k_vec[] = {NVF_PREP_W13_ALPHA, NVF_PREP_W2_ALPHA,
-                                          NVF_PREP_W13_INPUT, NVF_PREP_FC2_INPUT};
+    static const nvf_prep_part k_vec[] = {NVF_PREP_W13_ALPHA, NVF_PREP_W2_ALPHA, NVF_PREP_W13_INPUT,
+                                          NVF_PREP_FC2_INPUT};
     for (size_t i = 0; i < 4 && rc == NVF_OK; i++) {
         if (i >= 2 && !w4a4)
             continue;
@@ -250,13 +250,12 @@ int vd_check_ranks(vd_ctx *c, char *const *ranks, const nvf_ckpt *const *cks, si
         total = ck->moe.config.n_experts;
         if (q->expert_first != next || q->expert_count <= 0 ||
             (count >= 0 && q->expert_count != count) || q->ep_size != want_size)
-            rc = nvf_findings_add(c->out, "prepared.expert-split", "error", ranks[i], "",
-                                  "%s/config.json: expert_range [%" PRId64 ", %" PRId64
-                                  "] of ep_size %" PRId64 "; expected experts from %" PRId64
-                                  "%s in %" PRId64 " equal contiguous ranges",
-                                  ranks[i], q->expert_first, q->expert_count, q->ep_size, next,
-                                  count >= 0 ? " in ranges like the previous rank's" : "",
-                                  want_size);
+            rc = nvf_findings_add(
+                c->out, "prepared.expert-split", "error", ranks[i], "",
+                "%s/config.json: expert_range [%" PRId64 ", %" PRId64 "] of ep_size %" PRId64
+                "; expected experts from %" PRId64 "%s in %" PRId64 " equal contiguous ranges",
+                ranks[i], q->expert_first, q->expert_count, q->ep_size, next,
+                count >= 0 ? " in ranges like the previous rank's" : "", want_size);
         next = q->expert_first + (q->expert_count > 0 ? q->expert_count : 0);
         count = q->expert_count;
     }

@@ -40,8 +40,7 @@ int nvf_validate_report_json(char **out, const nvf_validate_report *r) {
     nvf_jb_num(&b, rd, "tensors", (double)r->tensors);
     nvf_jb_num(&b, rd, "bytes", (double)r->bytes_read);
     nvf_jb_num(&b, rd, "seconds", r->seconds);
-    nvf_jb_num(&b, rd, "gb_per_s",
-               r->seconds > 0 ? (double)r->bytes_read / r->seconds / 1e9 : 0.0);
+    nvf_jb_num(&b, rd, "gb_per_s", r->seconds > 0 ? (double)r->bytes_read / r->seconds / 1e9 : 0.0);
     cJSON *arr = nvf_jb_arr(&b, doc, "findings");
     for (size_t i = 0; arr && i < r->findings.n; i++) {
         const nvf_finding *f = &r->findings.v[i];

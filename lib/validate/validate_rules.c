@@ -63,11 +63,10 @@ static int check_linear(vd_ctx *c, const nvf_ckpt *ck, size_t i, const char *pre
         if (idx[k] == NVF_CKPT_NONE || ck->tensors[idx[k]].st->dtype == want[k])
             continue;
         const nvf_st_tensor *s = ck->tensors[idx[k]].st;
-        rc = nvf_findings_add(c->out, "linear.dtype", "error",
-                              file_of(ck, idx[k], prefix, name, sizeof name), s->name,
-                              "%s: tensor '%s' of NVFP4 linear '%s' is %s, expected %s", name,
-                              s->name, t->st->name, nvf_dtype_name(s->dtype),
-                              nvf_dtype_name(want[k]));
+        rc = nvf_findings_add(
+            c->out, "linear.dtype", "error", file_of(ck, idx[k], prefix, name, sizeof name),
+            s->name, "%s: tensor '%s' of NVFP4 linear '%s' is %s, expected %s", name, s->name,
+            t->st->name, nvf_dtype_name(s->dtype), nvf_dtype_name(want[k]));
     }
     if (rc != NVF_OK || t->st->dtype != NVF_DTYPE_U8)
         return rc;
@@ -179,14 +178,14 @@ static int check_groups(vd_ctx *c, const nvf_ckpt *ck, const char *prefix) {
                 ck->tensors[tf->scale_2].st->name, (double)f->s2, qkv ? "q/k/v" : "gate and up");
         if (rc == NVF_OK && f->has_in && b->has_in && f->in != b->in) {
             file_of(ck, tb->input_scale, prefix, file, sizeof file);
-            rc = nvf_findings_add(
-                c->out,
-                qkv ? "modelopt.qkv-scale-mismatch" : "modelopt.gate-up-input-scale-mismatch",
-                "error", file, ck->tensors[tb->input_scale].st->name,
-                "%s: '%s' is %.9g but '%s' is %.9g: %s share one input_scale", file,
-                ck->tensors[tb->input_scale].st->name, (double)b->in,
-                ck->tensors[tf->input_scale].st->name, (double)f->in,
-                qkv ? "q/k/v" : "gate and up");
+            rc = nvf_findings_add(c->out,
+                                  qkv ? "modelopt.qkv-scale-mismatch"
+                                      : "modelopt.gate-up-input-scale-mismatch",
+                                  "error", file, ck->tensors[tb->input_scale].st->name,
+                                  "%s: '%s' is %.9g but '%s' is %.9g: %s share one input_scale",
+                                  file, ck->tensors[tb->input_scale].st->name, (double)b->in,
+                                  ck->tensors[tf->input_scale].st->name, (double)f->in,
+                                  qkv ? "q/k/v" : "gate and up");
         }
     }
     free(m);
@@ -259,8 +258,8 @@ static int check_layer(vd_ctx *c, const nvf_ckpt *ck, const nvf_moe_layer *l, co
             file_of(ck, ti, prefix, file, sizeof file);
             rc = nvf_findings_add(c->out, "moe.expert-shape", "error", file, t->name,
                                   "%s: '%s' %s %s holds [%" PRId64 ", %" PRId64
-                                  "] values; layer %" PRId64 "'s experts are [%" PRId64
-                                  ", %" PRId64 "] (hidden %" PRId64 ", intermediate %" PRId64 ")",
+                                  "] values; layer %" PRId64 "'s experts are [%" PRId64 ", %" PRId64
+                                  "] (hidden %" PRId64 ", intermediate %" PRId64 ")",
                                   file, t->name, nvf_dtype_name(t->dtype), s, o, in, l->index, wo,
                                   wi, want_h, want_i);
             if (rc == NVF_OK) {
@@ -288,8 +287,7 @@ int vd_check_rules(vd_ctx *c, const nvf_ckpt *ck, const char *prefix) {
             rc = check_linear(c, ck, i, prefix);
     if (rc == NVF_OK && nvfp4)
         rc = check_groups(c, ck, prefix);
-    for (size_t i = 0; fmt != NVF_CKPT_FORMAT_PREPARED && i < ck->moe.n_layers && rc == NVF_OK;
-         i++)
+    for (size_t i = 0; fmt != NVF_CKPT_FORMAT_PREPARED && i < ck->moe.n_layers && rc == NVF_OK; i++)
         if (ck->moe.layers[i].kind == NVF_LAYER_MOE)
             rc = check_layer(c, ck, &ck->moe.layers[i], prefix);
     return rc;

@@ -144,8 +144,8 @@ static int deep(vd_ctx *c, const char *dir, const char *prefix) {
     snprintf(where, sizeof where, "%.*s", (int)(prefix[0] ? strlen(prefix) - 1 : 0), prefix);
     if (rc == NVF_E_UNSUPPORTED) {
         /* One rank of an expert-parallel split: verify reads whole layers. */
-        rc = nvf_findings_add(c->out, "verify.skipped", "warning", where, "", "verify %s: %s",
-                              dir, nvf_error_last());
+        rc = nvf_findings_add(c->out, "verify.skipped", "warning", where, "", "verify %s: %s", dir,
+                              nvf_error_last());
         nvf_verify_report_free(&vr);
         return rc;
     }
@@ -194,7 +194,8 @@ static int check_ckpt(vd_ctx *c, const char *prefix, nvf_ckpt **ck) {
         return rc;
     }
     if (c->r->format[0] == '\0' || strcmp(c->r->format, "unknown") == 0)
-        snprintf(c->r->format, sizeof c->r->format, "%s", nvf_ckpt_format_name((*ck)->quant.format));
+        snprintf(c->r->format, sizeof c->r->format, "%s",
+                 nvf_ckpt_format_name((*ck)->quant.format));
     rc = vd_check_rules(c, *ck, prefix);
     if (rc == NVF_OK)
         rc = vd_check_prepared(c, *ck, prefix);

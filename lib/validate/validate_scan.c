@@ -15,6 +15,7 @@
 #include "validate_internal.h"
 
 #include "io/st_file.h"
+#include "manifest/hash_file.h"
 #include "nvfp4/manifest.h"
 #include "nvfp4/pool.h"
 
@@ -228,6 +229,17 @@ static int scan_mapped(vd_ctx *c, vd_file *f) {
     return rc;
 }
 
+/* nvf_hash_file_ex's chunk callback: non-zero stops the hashing. */
+static int on_chunk(void *user, uint64_t bytes) {
+    (void)bytes;
+    return stopped(user);
+}
+
+/* A file hashed as it is (not safetensors, or malformed), stoppable between chunks. */
+static int hash_plain(vd_ctx *c, vd_file *f) {
+    return nvf_hash_file_ex(f->sha256, &f->bytes, f->path, NULL, on_chunk, c);
+}
+
 static void scan_file(vd_ctx *c, vd_file *f) {
     int rc = NVF_OK;
     if (stopped(c)) {
@@ -238,13 +250,12 @@ static void scan_file(vd_ctx *c, vd_file *f) {
             /* Malformed: reported as safetensors.malformed; its bytes still count for the
              * manifest. */
             f->st_error = strdup(nvf_error_last());
-            rc = f->st_error ? nvf_sha256_file(f->sha256, &f->bytes, f->path)
-                             : nvf_error_set(NVF_E_NOMEM, "no memory");
+            rc = f->st_error ? hash_plain(c, f) : nvf_error_set(NVF_E_NOMEM, "no memory");
         } else if (rc == NVF_OK) {
             rc = scan_mapped(c, f);
         }
     } else {
-        rc = nvf_sha256_file(f->sha256, &f->bytes, f->path);
+        rc = hash_plain(c, f);
     }
     if (rc != NVF_OK) {
         f->rc = rc;

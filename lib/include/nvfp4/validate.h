@@ -33,25 +33,25 @@ extern "C" {
 #endif
 
 typedef struct nvf_validate_opts {
-    int threads;                 /* files read at once; <= 0: one per core */
-    int require_manifest;        /* a missing nvfp4-manifest.json is an error finding */
-    int deep;                    /* also run lib/verify on every MoE layer */
+    int threads;                      /* files read at once; <= 0: one per core */
+    int require_manifest;             /* a missing nvfp4-manifest.json is an error finding */
+    int deep;                         /* also run lib/verify on every MoE layer */
     const nvf_verify_opts *deep_opts; /* with `deep`: verify's options (NULL: its defaults) */
     volatile sig_atomic_t *stop; /* set non-zero (a signal handler) to stop: NVF_E_INTERRUPTED */
 } nvf_validate_opts;
 
 typedef struct nvf_validate_report {
-    char *checkpoint;    /* as given */
-    char format[32];     /* nvf_ckpt_format_name of the checkpoint ("unknown" when unopened) */
-    int manifest;        /* nvfp4-manifest.json present */
-    int deep;            /* lib/verify ran */
-    size_t n_ranks;      /* expert-parallel rank directories (0: none) */
-    size_t files;        /* files read */
-    size_t tensors;      /* tensors in the safetensors files that parsed */
+    char *checkpoint;       /* as given */
+    char format[32];        /* nvf_ckpt_format_name of the checkpoint ("unknown" when unopened) */
+    int manifest;           /* nvfp4-manifest.json present */
+    int deep;               /* lib/verify ran */
+    size_t n_ranks;         /* expert-parallel rank directories (0: none) */
+    size_t files;           /* files read */
+    size_t tensors;         /* tensors in the safetensors files that parsed */
     size_t layers_verified; /* MoE layers lib/verify ran on (deep) */
-    uint64_t bytes_read; /* bytes of every file read */
-    double seconds;      /* wall time of the whole run */
-    nvf_findings findings; /* sorted */
+    uint64_t bytes_read;    /* bytes of every file read */
+    double seconds;         /* wall time of the whole run */
+    nvf_findings findings;  /* sorted */
     size_t errors, warnings;
     int pass; /* no error finding */
 } nvf_validate_report;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Commands not built yet (validate, merge) take the options of their usage lines (SPEC
-# sections 2, 7, 8; moe is built: tests/cli/moe; verify too: tests/cli/verify, its option errors
-# here): bad values are usage errors (exit 2), a bad recipe too, a missing
+# Commands not built yet (merge) take the options of their usage lines (SPEC sections 2, 7, 8;
+# moe is built: tests/cli/moe; verify and validate too: tests/cli/verify, tests/cli/validate,
+# their option errors here): bad values are usage errors (exit 2), a bad recipe too, a missing
 # recipe file an I/O error (exit 1); valid ones end in "not implemented yet" (exit 1).
 set -euo pipefail
 tmp=$(mktemp -d)
@@ -29,12 +29,13 @@ expect 1 "cannot open recipe" -- "$T" verify "$C" --recipe "$tmp/none.yaml"
 expect 2 "unknown option '--bogus'" -- "$T" verify "$C" --bogus
 expect 0 "--reference SRC" -- "$T" verify --help
 
-expect 1 "$NI" -- "$T" validate "$C" --deep --require-manifest --json --recipe "$tmp/ok.yaml"
+expect 1 "cannot read" -- "$T" validate "$C" --deep --require-manifest --json --recipe "$tmp/ok.yaml"
 expect 2 "verify.tokens" -- "$T" validate "$C" --deep --recipe "$tmp/bad.yaml"
+expect 1 "cannot open recipe" -- "$T" validate "$C" --deep --recipe "$tmp/none.yaml"
 expect 0 "--require-manifest" -- "$T" validate --help
 
 expect 1 "$NI" -- "$T" merge "$tmp/dst" --threads 2 --json
 expect 2 "merge does not take --device" -- "$T" merge "$tmp/dst" --device cpu
 expect 2 "expected 1 argument" -- "$T" merge
 [ ! -e "$C" ] && [ ! -e "$tmp/dst" ] || fail "a command not built yet wrote something"
-echo "verify, validate, merge: options checked, then 'not implemented yet' (exit 1)"
+echo "verify, validate, merge: options checked; merge then says 'not implemented yet' (exit 1)"
