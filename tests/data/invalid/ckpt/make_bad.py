@@ -669,6 +669,16 @@ def c_ct_scale_nan(d, out):
     return name
 
 
+def c_fp8_block_scale_size(d, out):
+    """FP8 block: q_proj's weight_scale_inv holds 3 multipliers where [256, 64] needs 2 (an
+    element count no shape can make right; lib/ckpt refuses the checkpoint)."""
+    name = "model.layers.0.self_attn.q_proj.weight_scale_inv"
+    dtype, shape, data = read_tensor(d, name)
+    assert dtype == "F32" and shape == [2, 1], (dtype, shape)
+    rewrite(d, name, shape=[3], data=data + data[:4])
+    return name
+
+
 def c_prepared_rank_missing(d, out):
     shutil.rmtree(os.path.join(d, "rank-00001-of-00002"))
     return "rank-00001-of-00002"
