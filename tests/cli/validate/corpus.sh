@@ -13,7 +13,7 @@ dir=$NVFP4_TESTDATA/invalid/ckpt
 "$NVFP4_PYTHON" "$dir/make_bad.py" --tool "$NVFP4TOOL" "$tmp/c" >"$tmp/made.tsv" ||
     fail "make_bad.py failed"
 n=0
-while IFS=$'\t' read -r case base code require options manifest edit; do
+while IFS=$'\t' read -r case _ code require options _; do
     case $case in '#'* | '') continue ;; esac
     path=$(awk -F'\t' -v k="$case" '$1 == k {print $2}' "$tmp/made.tsv")
     named=$(awk -F'\t' -v k="$case" '$1 == k {print $3}' "$tmp/made.tsv")
