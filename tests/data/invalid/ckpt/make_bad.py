@@ -679,6 +679,36 @@ def c_fp8_block_scale_size(d, out):
     return name
 
 
+def c_ct_scale_zero(d, out):
+    """compressed-tensors: a zero weight_global_scale (its decode multiplier 1/0)."""
+    name = "model.layers.1.mlp.experts.2.gate_proj.weight_global_scale"
+    assert read_tensor(d, name)[1] == [1]
+    patch(d, name, 0, struct.pack("<f", 0.0))
+    return name
+
+
+def c_ct_missing_input_scale(d, out):
+    """compressed-tensors: a linear without input_global_scale."""
+    name = "model.layers.0.mlp.experts.3.up_proj.input_global_scale"
+    remove(d, [name])
+    return name
+
+
+def c_ct_scale_nan_e4m3(d, out):
+    """compressed-tensors: an E4M3 NaN byte in weight_scale."""
+    name = "model.layers.1.mlp.experts.0.down_proj.weight_scale"
+    patch(d, name, 30, b"\xff")
+    return name
+
+
+def c_fp8_scale_inv_nan(d, out):
+    """FP8 block: a NaN weight_scale_inv (an F32 tensor)."""
+    name = "model.layers.1.mlp.experts.1.up_proj.weight_scale_inv"
+    assert read_tensor(d, name)[0] == "F32"
+    patch(d, name, 0, F32_NAN)
+    return name
+
+
 def c_prepared_rank_missing(d, out):
     shutil.rmtree(os.path.join(d, "rank-00001-of-00002"))
     return "rank-00001-of-00002"
