@@ -29,8 +29,8 @@ INDEX = "model.safetensors.index.json"
 MANIFEST = "nvfp4-manifest.json"
 
 # Base checkpoints: small (hidden 64, 4 experts of I=64, 2 layers: ~0.5 MB each).
-SIZE = ["--preset", "qwen3-moe", "--hidden", "64", "--moe-intermediate", "64", "--experts", "4",
-        "--layers", "2"]
+DIMS = ["--hidden", "64", "--moe-intermediate", "64", "--experts", "4"]
+SIZE = ["--preset", "qwen3-moe", "--layers", "2"] + DIMS
 RUN = ["--threads", "1", "--quiet"]
 CONV = ["--device", "cpu"] + RUN
 
@@ -45,10 +45,16 @@ def base_commands(tool, out):
         "src-fp8": [synth + [src_f8] + SIZE + ["--dtype", "fp8-block"] + RUN],
         # a ModelOpt NVFP4 checkpoint as a third party ships it (one shard)
         "nv": [synth + [os.path.join(b, "nv")] + SIZE + ["--dtype", "nvfp4"] + RUN],
+        # DeepSeek-V3 naming: n_routed_experts, a dense first layer, shared experts
+        "ds": [synth + [os.path.join(b, "ds"), "--preset", "deepseek-v3", "--layers", "3"] + DIMS
+               + ["--dtype", "nvfp4"] + RUN],
         # compressed-tensors NVFP4 (no manifest)
         "ct": [synth + [os.path.join(b, "ct")] + SIZE + ["--dtype", "nvfp4-ct"] + RUN],
         # convert of an FP8-block source into 4 shards, with manifest
         "cv": [[tool, "convert", src_f8, os.path.join(b, "cv"), "--max-shard-size", "200KB"]
+               + CONV],
+        # FP8 kept outside the experts: quant_algo MIXED_PRECISION with quantized_layers
+        "mx": [[tool, "convert", src_f8, os.path.join(b, "mx"), "--keep-source-precision"]
                + CONV],
         # convert with q/k/v converted too (they share one global scale)
         "cva": [[tool, "convert", src_bf, os.path.join(b, "cva"), "--include", "*.mlp.experts.*",
@@ -59,7 +65,7 @@ def base_commands(tool, out):
     }
 
 
-BASE_NEEDS = {"cv": ["src-fp8"], "cva": ["src-bf16"], "pr": ["src-bf16"]}
+BASE_NEEDS = {"cv": ["src-fp8"], "mx": ["src-fp8"], "cva": ["src-bf16"], "pr": ["src-bf16"]}
 BASE_DIR_ALIAS = {"bf": "src-bf16", "fp8": "src-fp8"}  # sources are good bases too (no manifest)
 
 
@@ -707,6 +713,40 @@ def c_fp8_scale_inv_nan(d, out):
     assert read_tensor(d, name)[0] == "F32"
     patch(d, name, 0, F32_NAN)
     return name
+
+
+def c_ds_missing_expert(d, out):
+    """DeepSeek-V3: expert 2 of MoE layer 2 absent (its shared expert still there)."""
+    names = expert_tensors(2, 2)
+    assert any(k.startswith("model.layers.2.mlp.shared_experts.") for k in index(d)["weight_map"])
+    remove(d, names)
+    return "model.layers.2"
+
+
+def mixed_layers(d, fn):
+    """Apply fn(quantized_layers dict) in config.json and hf_quant_config.json."""
+    def both(q, which):
+        fn(q["quantized_layers"])
+        assert q["quant_algo"] == "MIXED_PRECISION"
+    return quant_configs(d, both)
+
+
+def c_mixed_layer_unlisted(d, out):
+    """MIXED_PRECISION: an NVFP4 linear whose module quantized_layers does not list."""
+    mod = "model.layers.1.mlp.experts.2.up_proj"
+    assert read_tensor(d, mod + ".weight")[0] == "U8"
+    c, h = mixed_layers(d, lambda ql: ql.pop(mod))
+    assert mod not in c["quantized_layers"] and mod not in h["quantized_layers"]
+    return mod
+
+
+def c_mixed_no_layers(d, out):
+    """MIXED_PRECISION without quantized_layers."""
+    def fn(q, which):
+        assert q["quant_algo"] == "MIXED_PRECISION"
+        del q["quantized_layers"]
+    quant_configs(d, fn)
+    return "hf_quant_config.json"
 
 
 def c_prepared_rank_missing(d, out):
