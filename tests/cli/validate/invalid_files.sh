@@ -2,7 +2,8 @@
 # Every malformed file of tests/data/invalid/*.safetensors given to validate as CKPT (a single
 # .safetensors file, SPEC section 2): exit 3 with an error finding safetensors.malformed whose
 # message carries the parser's reason (the phrase tests/unit/test_safetensors.c pins per file).
-# The committed files must be exactly what make_invalid.py writes.
+# The committed files must be exactly what make_invalid.py writes; its well-formed seeds give
+# exit 0 without findings.
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -34,6 +35,12 @@ for f in "$NVFP4_TESTDATA"/invalid/*.safetensors; do
     n=$((n + 1))
 done
 [ "$n" -ge 50 ] || fail "only $n files in $NVFP4_TESTDATA/invalid"
+# Controls: the well-formed seeds make_invalid.py writes for the fuzz corpus pass clean.
+"$NVFP4_PYTHON" "$tmp/gen/make_invalid.py" --corpus "$tmp/seeds"
+for v in valid_small valid_empty valid_spaces; do
+    cp "$tmp/seeds/$v" "$tmp/$v.safetensors"
+    printf '%s\t%s\t0\t-\t-\t-\t-\n' "$v" "$tmp/$v.safetensors" >>"$tmp/batch"
+done
 "$NVFP4_PYTHON" "$(dirname "$0")/check_findings.py" "$NVFP4TOOL" --batch "$tmp/batch" ||
     fail "some of the $n malformed files not reported as safetensors.malformed (above)"
 echo "validate: $n malformed safetensors files give exit 3 and safetensors.malformed"
