@@ -57,7 +57,7 @@ static int need(prep_ctx *p, const nvf_moe_layer *l, nvf_prep_part part, nvf_dty
     if (!*t)
         return nvf_findings_add(p->c->out, "prepared.layout", "error", "", name,
                                 "%s: prepared MoE layer %" PRId64 " has no '%s' (%s %s)",
-                                p->prefix[0] ? p->prefix : p->ck->path, l->index, name,
+                                p->prefix[0] ? p->prefix : p->c->top, l->index, name,
                                 nvf_dtype_name(dtype), want);
     int ok = (*t)->dtype == dtype && (*t)->ndim == ndim;
     for (int32_t d = 0; ok && d < ndim; d++)
@@ -142,13 +142,13 @@ static int check_layer(prep_ctx *p, const nvf_moe_layer *l, nvf_layout layout, i
         return nvf_findings_add(p->c->out, "prepared.layout", "error", "", name,
                                 "%s: prepared MoE layer %" PRId64 ": no usable '%s' and no "
                                 "hidden_size / moe_intermediate_size in config.json",
-                                p->prefix[0] ? p->prefix : ck->path, l->index, name);
+                                p->prefix[0] ? p->prefix : p->c->top, l->index, name);
     int rc = NVF_OK;
     if (n_i % NVF_W13_GROUP != 0 || n_h % NVF_BLOCK != 0)
         rc = nvf_findings_add(p->c->out, "prepared.layout", "error", "", "",
                               "%s: prepared MoE layer %" PRId64 " has H %" PRId64 ", I %" PRId64
                               ": the layout needs I %% %d == 0 and H %% %d == 0",
-                              p->prefix[0] ? p->prefix : ck->path, l->index, n_h, n_i,
+                              p->prefix[0] ? p->prefix : p->c->top, l->index, n_h, n_i,
                               NVF_W13_GROUP, NVF_BLOCK);
     int64_t kh = n_h / NVF_BLOCK, ki = n_i / NVF_BLOCK;
     const nvf_st_tensor *t;

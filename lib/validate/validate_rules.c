@@ -216,7 +216,7 @@ static int check_layer(vd_ctx *c, const nvf_ckpt *ck, const nvf_moe_layer *l, co
         rc = nvf_findings_add(c->out, "moe.missing-expert", "error", "", "",
                               "%s: MoE layer %" PRId64 " (%s) expert %" PRId64 " of %" PRId64
                               " lacks %s",
-                              prefix[0] ? prefix : ck->path, l->index, l->prefix, e, l->n_experts,
+                              prefix[0] ? prefix : c->top, l->index, l->prefix, e, l->n_experts,
                               lacks[0] ? lacks : "its projections");
         if (rc == NVF_OK) {
             c->out->v[c->out->n - 1].layer = l->index;

@@ -178,7 +178,7 @@ static int check_ckpt(vd_ctx *c, const char *prefix, nvf_ckpt **ck) {
         return rc;
     if (c->is_file && c->files[0].st_error)
         return NVF_OK;
-    char *dir = c->is_file ? strdup(c->top) : nvf_path_join(c->top, prefix);
+    char *dir = c->is_file || !prefix[0] ? strdup(c->top) : nvf_path_join(c->top, prefix);
     if (!dir)
         return nvf_error_set(NVF_E_NOMEM, "no memory");
     rc = nvf_ckpt_open(ck, dir);
