@@ -694,10 +694,23 @@ def c_ct_scale_zero(d, out):
 
 
 def c_ct_missing_input_scale(d, out):
-    """compressed-tensors: a linear without input_global_scale."""
+    """compressed-tensors: a linear without input_global_scale while config_groups quantize the
+    input activations (W4A4: loaders need it; only W4A16 exports omit it)."""
     name = "model.layers.0.mlp.experts.3.up_proj.input_global_scale"
     remove(d, [name])
     return name
+
+
+def c_ct_w4a16(d, out):
+    """compressed-tensors W4A16 (a good control): config_groups without input_activations and
+    no input_global_scale anywhere."""
+    def fn(c):
+        for g in c["quantization_config"]["config_groups"].values():
+            assert g["input_activations"]["num_bits"] == 4
+            g["input_activations"] = None
+    edit_json(os.path.join(d, "config.json"), fn)
+    remove(d, [k for k in index(d)["weight_map"] if k.endswith(".input_global_scale")])
+    assert not any(k.endswith(".input_global_scale") for k in index(d)["weight_map"])
 
 
 def c_ct_scale_nan_e4m3(d, out):
