@@ -25,6 +25,7 @@
 
 #include "nvfp4/status.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,5 +438,13 @@ int nvf_ckpt_prepared_name(char *out, size_t cap, const char *layer_prefix, nvf_
     int n = snprintf(out, cap, "%s.mlp.experts.%s", layer_prefix, k_parts[part]);
     if (n < 0 || (size_t)n >= cap)
         return nvf_error_set(NVF_E_INVALID, "tensor name '%s...' is too long", layer_prefix);
+    return NVF_OK;
+}
+
+int nvf_ckpt_rank_dir_name(char *out, size_t cap, int64_t rank, int64_t n_ranks) {
+    int n = snprintf(out, cap, "rank-%05" PRId64 "-of-%05" PRId64, rank, n_ranks);
+    if (n < 0 || (size_t)n >= cap)
+        return nvf_error_set(NVF_E_INVALID, "rank directory name of rank %" PRId64 " does not fit",
+                             rank);
     return NVF_OK;
 }

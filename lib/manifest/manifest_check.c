@@ -212,6 +212,35 @@ static void tensor_range(size_t *lo, size_t *hi, const nvf_manifest_tensor *cons
     *hi = b;
 }
 
+/* A present listed file's size, then SHA-256, against the manifest's entry `f`. */
+static int check_file(finding_list *l, nvf_manifest_report *r, const nvf_manifest_file *f,
+                      uint64_t bytes, const char *sha256) {
+    char got[32], expected[32];
+    if (bytes != f->bytes) {
+        snprintf(got, sizeof got, "%" PRIu64, bytes);
+        snprintf(expected, sizeof expected, "%" PRIu64, f->bytes);
+        return add_finding(l, NVF_FINDING_SIZE, f->name, got, expected, ": %s != %s", got,
+                           expected);
+    }
+    if (strcmp(sha256, f->sha256) != 0)
+        return add_finding(l, NVF_FINDING_SHA256, f->name, sha256, f->sha256,
+                           ": got %s expected %s", sha256, f->sha256);
+    r->files_ok++;
+    return NVF_OK;
+}
+
+/* Sort the findings into `r` and hand it to *out. */
+static void finish_report(nvf_manifest_report **out, nvf_manifest_report **r, finding_list *fl) {
+    if (fl->n > 0)
+        qsort(fl->v, fl->n, sizeof *fl->v, cmp_finding);
+    (*r)->findings = fl->v;
+    (*r)->n_findings = fl->n;
+    fl->v = NULL;
+    fl->n = 0;
+    *out = *r;
+    *r = NULL;
+}
+
 int nvf_manifest_check_dir(nvf_manifest_report **out, const char *dir, const nvf_manifest *m,
                            const nvf_hash_opts *opts) {
     *out = NULL;
@@ -271,35 +300,15 @@ int nvf_manifest_check_dir(nvf_manifest_report **out, const char *dir, const nvf
         rc = nvf_hash_jobs_run(jobs, n_jobs, opts);
     for (size_t k = 0; k < n_jobs && rc == NVF_OK; k++) {
         const nvf_hash_job *j = &jobs[k];
-        const nvf_manifest_file *f = &m->files[listed[k]];
-        char got[32], expected[32];
-        if (j->bytes != f->bytes) {
-            snprintf(got, sizeof got, "%" PRIu64, j->bytes);
-            snprintf(expected, sizeof expected, "%" PRIu64, f->bytes);
-            rc = add_finding(&fl, NVF_FINDING_SIZE, f->name, got, expected, ": %s != %s", got,
-                             expected);
-        } else if (strcmp(j->sha256, f->sha256) != 0) {
-            rc = add_finding(&fl, NVF_FINDING_SHA256, f->name, j->sha256, f->sha256,
-                             ": got %s expected %s", j->sha256, f->sha256);
-        } else {
-            r->files_ok++;
-        }
+        rc = check_file(&fl, r, &m->files[listed[k]], j->bytes, j->sha256);
         if (rc != NVF_OK || !j->want_tensors)
             continue;
         size_t lo, hi;
         tensor_range(&lo, &hi, mt, m->n_tensors, j->name);
         rc = check_tensors(&fl, &r->tensors_checked, j, mt + lo, hi - lo);
     }
-    if (rc != NVF_OK)
-        goto done;
-    if (fl.n > 0)
-        qsort(fl.v, fl.n, sizeof *fl.v, cmp_finding);
-    r->findings = fl.v;
-    r->n_findings = fl.n;
-    fl.v = NULL;
-    fl.n = 0;
-    *out = r;
-    r = NULL;
+    if (rc == NVF_OK)
+        finish_report(out, &r, &fl);
 done:
     free_findings(fl.v, fl.n);
     nvf_manifest_report_free(r);
@@ -412,22 +421,11 @@ int nvf_manifest_compare(nvf_manifest_report **out, const nvf_manifest *m,
     r->files_listed = m->n_files;
     for (size_t i = 0; i < m->n_files && rc == NVF_OK; i++) {
         const nvf_manifest_file *f = mf[i], *a = find_file(af, nf, f->name);
-        char got[32], expected[32];
         if (!a) {
             rc = add_finding(&fl, NVF_FINDING_MISSING, f->name, NULL, f->sha256, "%s", "");
             continue;
         }
-        if (a->bytes != f->bytes) {
-            snprintf(got, sizeof got, "%" PRIu64, a->bytes);
-            snprintf(expected, sizeof expected, "%" PRIu64, f->bytes);
-            rc = add_finding(&fl, NVF_FINDING_SIZE, f->name, got, expected, ": %s != %s", got,
-                             expected);
-        } else if (strcmp(a->sha256, f->sha256) != 0) {
-            rc = add_finding(&fl, NVF_FINDING_SHA256, f->name, a->sha256, f->sha256,
-                             ": got %s expected %s", a->sha256, f->sha256);
-        } else {
-            r->files_ok++;
-        }
+        rc = check_file(&fl, r, f, a->bytes, a->sha256);
         if (rc != NVF_OK || !tensors)
             continue;
         size_t lo, hi, alo, ahi;
@@ -440,16 +438,8 @@ int nvf_manifest_compare(nvf_manifest_report **out, const nvf_manifest *m,
     for (size_t i = 0; i < nf && rc == NVF_OK; i++)
         if (!find_file(mf, m->n_files, af[i]->name))
             rc = add_finding(&fl, NVF_FINDING_EXTRA, af[i]->name, af[i]->name, NULL, "%s", "");
-    if (rc != NVF_OK)
-        goto done;
-    if (fl.n > 0)
-        qsort(fl.v, fl.n, sizeof *fl.v, cmp_finding);
-    r->findings = fl.v;
-    r->n_findings = fl.n;
-    fl.v = NULL;
-    fl.n = 0;
-    *out = r;
-    r = NULL;
+    if (rc == NVF_OK)
+        finish_report(out, &r, &fl);
 done:
     free_findings(fl.v, fl.n);
     nvf_manifest_report_free(r);

@@ -141,28 +141,12 @@ static int cmp_value(const void *a, const void *b) {
     return c != 0 ? c : strcmp(x->string, y->string);
 }
 
-/* Whether weight_map (its entries sorted by key) lists `name`. */
-static int listed(const cJSON *const *by_key, size_t n, const char *name) {
+/* Whether an entry of `v` (sorted by key, or by value with `by_value`) has key (value) `s`. */
+static int has_entry(const cJSON *const *v, size_t n, const char *s, int by_value) {
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(by_key[mid]->string, name);
-        if (c == 0)
-            return 1;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return 0;
-}
-
-/* Whether some entry (sorted by value) names shard `shard`. */
-static int names_shard(const cJSON *const *by_val, size_t n, const char *shard) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(by_val[mid]->valuestring, shard);
+        int c = strcmp(by_value ? v[mid]->valuestring : v[mid]->string, s);
         if (c == 0)
             return 1;
         if (c < 0)
@@ -258,7 +242,7 @@ static int check_index(vd_ctx *c, const char *prefix, const char *dir, const cJS
     for (size_t i = 0; i < nh && rc == NVF_OK; i++) {
         const nvf_st_tensor *t = nvf_st_find(h[i].file->st, h[i].name);
         sum += t->end - t->begin;
-        if (listed(by_key, n, h[i].name))
+        if (has_entry(by_key, n, h[i].name, 0))
             continue;
         *clean = 0;
         rc = nvf_findings_add(c->out, "index.unlisted-tensor", "error", h[i].file->name, h[i].name,
@@ -268,7 +252,7 @@ static int check_index(vd_ctx *c, const char *prefix, const char *dir, const cJS
     /* Shards the index never names. */
     for (size_t i = 0; i < c->n_files && rc == NVF_OK; i++) {
         const char *rest = in_prefix(c->files[i].name, prefix);
-        if (!rest || strchr(rest, '/') || !c->files[i].is_st || names_shard(by_val, n, rest))
+        if (!rest || strchr(rest, '/') || !c->files[i].is_st || has_entry(by_val, n, rest, 1))
             continue;
         total_known = 0;
         rc = nvf_findings_add(c->out, "index.unreferenced-shard", "warning", c->files[i].name, "",

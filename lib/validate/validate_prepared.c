@@ -230,11 +230,11 @@ int vd_check_ranks(vd_ctx *c, char *const *ranks, const nvf_ckpt *const *cks, si
     }
     for (int64_t k = 0; k < want_size && rc == NVF_OK; k++) {
         char name[64];
-        snprintf(name, sizeof name, "rank-%05" PRId64 "-of-%05" PRId64, k, want_size);
+        rc = nvf_ckpt_rank_dir_name(name, sizeof name, k, want_size);
         int found = 0;
         for (size_t i = 0; i < n && !found; i++)
             found = strcmp(ranks[i], name) == 0;
-        if (!found)
+        if (rc == NVF_OK && !found)
             rc = nvf_findings_add(c->out, "prepared.rank-missing", "error", name, "",
                                   "%s: the expert-parallel split has %" PRId64
                                   " ranks but no directory '%s'",

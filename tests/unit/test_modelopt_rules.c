@@ -133,6 +133,9 @@ static void test_naming(void) {
     CHECK(nvf_ckpt_rank_dir_parse("rank-00004-of-00004", &r, &n) == 0);
     CHECK(nvf_ckpt_rank_dir_parse("rank-0001-of-00004", &r, &n) == 0);
     CHECK(nvf_ckpt_rank_dir_parse("rank-0000x-of-00004", &r, &n) == 0);
+    char dirname[32];
+    CHECK(nvf_ckpt_rank_dir_name(dirname, sizeof dirname, 3, 12) == 0);
+    CHECK_EQ_STR(dirname, "rank-00003-of-00012");
     char key[256], name[256];
     CHECK(nvf_ckpt_group_of(key, sizeof key, "m.layers.1.mlp.experts.3.up_proj.weight") ==
           NVF_GROUP_GATE_UP);

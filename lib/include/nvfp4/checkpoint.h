@@ -228,6 +228,10 @@ int nvf_ckpt_group_of(char *out, size_t cap, const char *name);
  */
 int nvf_ckpt_rank_dir_parse(const char *name, int64_t *rank, int64_t *n_ranks);
 
+/** The name of rank `rank` of `n_ranks`'s directory, "rank-0000r-of-0000N", into `out`
+ * (capacity `cap`, at least 20). @return 0, or NVF_E_INVALID when it does not fit. */
+int nvf_ckpt_rank_dir_name(char *out, size_t cap, int64_t rank, int64_t n_ranks);
+
 /**
  * The FP8-block rule for a weight and its scale (SPEC section 3): the weight has at least 2
  * dimensions; `scale` exists, has dtype F32, BF16, F16 or F8_E8M0 and ceil(rows/b0) *
