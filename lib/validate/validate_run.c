@@ -8,6 +8,7 @@
 #include "validate_internal.h"
 
 #include "nvfp4/fileio.h"
+#include "nvfp4/log.h"
 #include "nvfp4/manifest.h"
 
 #include <stdio.h>
@@ -174,6 +175,11 @@ static int check_ckpt(vd_ctx *c, const char *prefix, nvf_ckpt **ck) {
     int clean = 1, rc = NVF_OK;
     if (!c->is_file)
         rc = vd_check_structure(c, prefix, &clean);
+    if (rc == NVF_OK && !clean)
+        nvf_log(NVF_LOG_INFO,
+                "%s/%s: the structure findings keep the checkpoint from being opened; its "
+                "linears, scales and experts are not checked",
+                c->top, prefix);
     if (rc != NVF_OK || !clean)
         return rc;
     if (c->is_file && c->files[0].st_error)
