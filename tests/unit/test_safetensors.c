@@ -531,6 +531,11 @@ static const struct {
     {"bytes_overflow", "tensor 'x': shape [4294967296, 2147483648] of F32: 9223372036854775808 "
                        "elements of F32 overflow 64 bits"},
     {"empty_with_trailing", "4 trailing bytes in the data area of a file without tensors"},
+    {"header_length_max", "header length 18446744073709551615 exceeds the 100000000 limit"},
+    {"offset_fractional", "tensor 'x': data_offsets end is 2.5, not a non-negative integer"},
+    {"offset_above_2p53", "header number '9007199254740993' at byte 64 is not a plain"},
+    {"offsets_past_eof", "data area is 16 bytes but tensors need 64"},
+    {"truncated_file", "data area is 21 bytes but tensors need 24"},
 };
 
 static void test_invalid_files(void) {

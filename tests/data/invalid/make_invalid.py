@@ -95,6 +95,16 @@ CASES = {
     "f4_odd_count": st(js({"x": t("F4", [3], 0, 2)}), bytes(2)),
     "bytes_overflow": st(js({"x": t("F32", [2**32, 2**31], 0, 4)}), bytes(4)),
     "empty_with_trailing": st("{}", bytes(4)),
+    # The rest of issue 14's list: a header length that overflows 8 + N, offsets that are
+    # fractional, above 2^53 or past the end of the file, and a well-formed file cut short.
+    "header_length_max": st(b"{}", n=2**64 - 1),
+    "offset_fractional": st('{"x":{"dtype":"U8","shape":[2],"data_offsets":[0,2.5]}}', bytes(2)),
+    # (the shape makes the end's double value, 2^53, consistent: only its text is wrong)
+    "offset_above_2p53": st('{"x":{"dtype":"U8","shape":[9007199254740992],'
+                            '"data_offsets":[0,9007199254740993]}}', bytes(1)),
+    "offsets_past_eof": st(js({"x": t("U8", [64], 0, 64)}), bytes(16)),
+    "truncated_file": st(js({"__metadata__": {"format": "pt"}, "a": t("BF16", [4], 0, 8),
+                             "b": t("F32", [4], 8, 24)}), bytes(range(24)))[:-3],
 }
 
 
