@@ -288,9 +288,11 @@ typedef struct cv_target {
     int (*plan)(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *opt);
     /** The j->bytes_out bytes of quantization job `j` into `buf`: member k quantized as
      * packed[k] (rows*cols/2 bytes) and scales[k] (rows*cols/16), decoding with `scale_2`
-     * (weight_scale_2: nvf_quant_group_decode of the group scale, which the arithmetic decides). */
-    void (*pack_job)(uint8_t *buf, const cv_job *j, uint8_t *const *packed, uint8_t *const *scales,
-                     float scale_2);
+     * (weight_scale_2: nvf_quant_group_decode of the group scale, which the arithmetic decides).
+     * Scale layouts run on backend `b` (nvf_backend_layout: the worker's CPU or GPU).
+     * @return 0 or a status (NVF_E_NOMEM, the backend's). */
+    int (*pack_job)(nvf_backend *b, uint8_t *buf, const cv_job *j, uint8_t *const *packed,
+                    uint8_t *const *scales, float scale_2);
     /** The manifest's "target" object. @return a new object, or NULL on no memory. */
     cJSON *(*manifest_target)(const cv_plan *p, const nvf_recipe *r);
     /** Write the target's metadata files into a->dst (after the index), each added to `m`. */
@@ -330,7 +332,7 @@ int cv_compute_job(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *
 
 /** A CV_JOB_NVFP4 job: its members' stored bytes (one re-quantized onto the shared decode
  * scale when j->requant), laid out by the target. convert_nvfp4src.c. */
-int cv_compute_nvfp4(uint8_t *buf, const cv_run *r, const cv_job *j);
+int cv_compute_nvfp4(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *j);
 
 /** Plan-time part of CV_JOB_NVFP4 (convert_nvfp4src.c): member `m` of an NVFP4 source,
  * tensor `ti` (expert `e` of a fused one, or -1), `fused_gate_up` when it holds both halves;

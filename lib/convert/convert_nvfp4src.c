@@ -109,7 +109,7 @@ int cv_nvfp4_job_scales(cv_job *j, cv_plan *p, const nvf_ckpt *ck, const char *l
     return note_requant(p, layer, expert, which, m->decode, shared);
 }
 
-int cv_compute_nvfp4(uint8_t *buf, const cv_run *r, const cv_job *j) {
+int cv_compute_nvfp4(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *j) {
     uint8_t *packed[CV_MAX_MEMBERS] = {NULL}, *scales[CV_MAX_MEMBERS] = {NULL};
     uint8_t *own = NULL;
     int rc = NVF_OK;
@@ -137,7 +137,7 @@ int cv_compute_nvfp4(uint8_t *buf, const cv_run *r, const cv_job *j) {
         scales[k] = own + pb;
     }
     if (rc == NVF_OK)
-        r->target->pack_job(buf, j, packed, scales, 0.0f);
+        rc = r->target->pack_job(b, buf, j, packed, scales, 0.0f);
     free(own);
     return rc;
 }
