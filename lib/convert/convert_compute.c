@@ -70,6 +70,8 @@ static int compute_quant(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv
                 "'%s': group of '%s' is all zero: ModelOpt's arithmetic would write NaN scales, "
                 "written as the default arithmetic writes it",
                 file_of(r, j->members[0].tensor), names[0]);
+    if (rc == NVF_OK && r->p->job_scale_2) /* this job's slot only: no other thread writes it */
+        r->p->job_scale_2[j - r->p->jobs] = nvf_quant_group_decode(gs, qp);
     if (rc == NVF_OK)
         rc = r->target->pack_job(b, buf, j, packed, scales, nvf_quant_group_decode(gs, qp));
     for (size_t k = 0; k < j->n_members; k++)

@@ -46,6 +46,9 @@ typedef struct cv_member {
     int proj;             /* nvf_proj of a prepared expert member (NVF_PROJ_GATE_UP when split) */
     nvf_quant_source src; /* the 2-D view (CV_JOB_NVFP4: rows, logical cols, data = packed) */
     float decode;         /* CV_JOB_NVFP4: the member's stored decode scale (weight_scale_2) */
+    float input;          /* CV_JOB_NVFP4: the member's stored input scale (1.0 when absent) */
+    int scalar_ndim[2];   /* CV_JOB_NVFP4: ndim of its weight_scale_2 and input_scale tensors
+                             (-1: absent); 0 (shape []) otherwise */
     char *module[2];      /* output module names (module[1] only when split) */
 } cv_member;
 
@@ -131,6 +134,8 @@ typedef struct cv_plan {
     cJSON *requantized;     /* NVFP4 source: [{layer, expert, member, from, to}], or NULL */
     int ep;                 /* expert-parallel ranks: 1, or N with one directory per rank */
     int64_t (*ep_range)[2]; /* rank r's experts [first, count] (ep entries; NULL for modelopt) */
+    float *job_scale_2;     /* prepared targets: each quantization job's weight_scale_2 as
+                               computed (0: not computed in this run), for nvfp4-inverse.json */
     nvf_convert_summary counts;
 } cv_plan;
 
@@ -303,6 +308,18 @@ extern const cv_target cv_target_modelopt;
 extern const cv_target cv_target_prepared_w4a16;
 extern const cv_target cv_target_prepared_w4a4;
 
+/** nvfp4-inverse.json of a prepared plan: what `convert --target modelopt` of the prepared
+ * checkpoint needs to restore the source's ModelOpt tensors exactly (convert_prepared_record.c).
+ * @return a new document, or NULL (error set). */
+cJSON *cv_prepared_record(const cv_finish_args *a);
+
+/** Whether SRC is a prepared checkpoint (convert_unprepare.c): a directory whose config.json or
+ * nvfp4-manifest.json says so, or that holds rank directories. */
+int cv_unprepare_is_prepared(const char *src);
+
+/** `convert PREPARED DST --target modelopt`: the exact inverse (convert_unprepare.c). */
+int cv_unprepare_run(nvf_convert_summary *out, const nvf_convert_options *opt);
+
 /* The run ---------------------------------------------------------------------------------- */
 
 /** One conversion, shared by the entry, the pipeline and the journal. */
@@ -347,6 +364,9 @@ int cv_nvfp4_job_scales(cv_job *j, cv_plan *p, const nvf_ckpt *ck, const char *l
                         int64_t expert, int strict, int pass);
 
 /* DST and journal -------------------------------------------------------------------------- */
+
+/** The record a prepared checkpoint keeps for its exact inverse (convert_prepared_record.c). */
+#define CV_INVERSE_NAME "nvfp4-inverse.json"
 
 /** The lock file in DST: held (flock) for the whole run, removed at the end. */
 #define CV_LOCK_NAME ".nvfp4-convert.lock"
@@ -408,6 +428,7 @@ struct cv_finish_args {
     int mixed;                  /* FP8 modules kept (MIXED_PRECISION) */
     const cv_sources *sources;  /* hashed; the side files are copied from here */
     const char *source_format;
+    const cJSON *source_hf_quant_config; /* the source's hf_quant_config.json, or NULL */
 };
 
 /**

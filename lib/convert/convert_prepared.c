@@ -223,7 +223,9 @@ static cJSON *quant_config(const cv_plan *p, const nvf_recipe *r, int rank) {
 
 static int prepared_write_metadata(const cv_finish_args *a, nvf_manifest *m) {
     const cv_plan *p = a->plan;
-    int rc = NVF_OK;
+    /* The record of the exact inverse first (nvfp4-inverse.json, at the top: all ranks). */
+    cJSON *record = cv_prepared_record(a);
+    int rc = record ? cv_finish_write_json(a, m, CV_INVERSE_NAME, record) : nvf_error_code();
     for (int k = 0; k < p->ep && rc == NVF_OK; k++) {
         char name[64];
         if (p->ep > 1)
