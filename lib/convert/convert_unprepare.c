@@ -83,13 +83,41 @@ int cv_unprepare_is_prepared(const char *src) {
            has_rank_dirs(src);
 }
 
+/* Whether `src` is a rank directory whose parent holds the record. */
+static int one_rank(const char *src) {
+    size_t len = strlen(src);
+    while (len > 1 && src[len - 1] == '/')
+        len--;
+    char *dir = strndup(src, len);
+    if (!dir)
+        return 0;
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : dir;
+    int r, n, yes = 0;
+    char tail;
+    if (sscanf(base, "rank-%5d-of-%5d%c", &r, &n, &tail) == 2) {
+        if (slash)
+            *slash = '\0';
+        char *rec = nvf_path_join(slash ? (slash == dir ? "/" : dir) : ".", CV_INVERSE_NAME);
+        yes = rec && nvf_path_is_file(rec);
+        free(rec);
+    }
+    free(dir);
+    return yes;
+}
+
 /* The record, checked against what it must say. */
 static int read_record(cJSON **out, const char *src, int *ep, nvf_layout *layout, int *w4a4) {
     char *path = nvf_path_join(src, CV_INVERSE_NAME);
     if (!path)
         return nvf_error_set(NVF_E_NOMEM, "no memory");
     int rc = NVF_OK;
-    if (!nvf_path_is_file(path))
+    if (!nvf_path_is_file(path) && one_rank(src))
+        rc = nvf_error_set(NVF_E_INVALID,
+                           "'%s' is one rank directory of a prepared checkpoint: convert its "
+                           "top directory (which holds '%s' and every rank)",
+                           src, CV_INVERSE_NAME);
+    else if (!nvf_path_is_file(path))
         rc = nvf_error_set(NVF_E_FORMAT,
                            "'%s' is a prepared checkpoint without '%s' (written before nvfp4tool "
                            "recorded the source's tensor names and scales): it cannot be turned "
@@ -310,12 +338,10 @@ int cv_unprepare_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
         rc = nvf_error_set(NVF_E_NOMEM, "no memory");
         goto done;
     }
-    nvf_device cpu; /* the inverse lays scales out on the CPU (as convert's options default) */
-    memset(&cpu, 0, sizeof cpu);
-    cpu.kind = NVF_DEVICE_CPU;
-    snprintf(cpu.name, sizeof cpu.name, "cpu");
+    /* The scales are laid out back to linear on --device (--devices: its first entry). */
+    const nvf_device *dev = opt->n_devices > 0 && opt->devices ? &opt->devices[0] : &opt->device;
     if ((rc = open_ranks(&s, opt->src, names)) != NVF_OK ||
-        (rc = nvf_backend_open(&s.backend, &cpu, opt->threads)) != NVF_OK ||
+        (rc = nvf_backend_open(&s.backend, dev, opt->threads)) != NVF_OK ||
         (rc = un_plan(&s, record)) != NVF_OK)
         goto done;
     if (nvf_path_is_dir(tmp))

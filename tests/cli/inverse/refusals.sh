@@ -5,7 +5,8 @@
 #     exit 3 saying it cannot be inverted exactly;
 #   - a record that does not belong to the tensors (one weight_scale_2 changed): exit 3 naming
 #     the alpha tensor;
-#   - --input-amax (the inverse restores the recorded input scales): exit 2.
+#   - --input-amax (the inverse restores the recorded input scales): exit 2;
+#   - one rank directory of a prepared checkpoint instead of its top: exit 2 saying so.
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -31,8 +32,10 @@ expect 3 "model.layers.0.mlp.experts.w2_alpha'[0] alpha is" -- \
 echo '{}' >"$tmp/amax.json"
 expect 2 "--input-amax" -- "$T" convert "$tmp/p" "$tmp/d4" --target modelopt \
     --input-amax "$tmp/amax.json"
-for d in d1 d2 d3 d4; do
+expect 2 "is one rank directory of a prepared checkpoint" -- \
+    "$T" convert "$tmp/p/rank-00001-of-00002" "$tmp/d5" --target modelopt
+for d in d1 d2 d3 d4 d5; do
     [ ! -e "$tmp/$d/nvfp4-manifest.json" ] && [ ! -e "$tmp/$d.unprepare.tmp" ] ||
         fail "$d: a refused inverse left files"
 done
-echo "inverse refusals: missing rank, no record, a foreign record, --input-amax"
+echo "inverse refusals: missing rank, no record, a foreign record, --input-amax, one rank"
