@@ -313,12 +313,24 @@ done:
     return rc;
 }
 
+/* Rows per expert (on average) from which 64-row tiles are used: 48, or NVFP4_MOE_TILE64_ROWS
+ * (for `bench moe` sweeps). Read once. */
+static int64_t tile64_rows(void) {
+    static int64_t v = -1;
+    if (v < 0) {
+        const char *env = getenv("NVFP4_MOE_TILE64_ROWS");
+        long long x = env ? atoll(env) : 0;
+        v = x > 0 ? (int64_t)x : 48;
+    }
+    return v;
+}
+
 /* K splits for a GEMM of n weight rows and k values: enough CTAs for about four per SM when
  * few tiles are expected; a function of the token count only, so runs are repeatable. The
  * K chunks (64 values) are dealt in ranges of *cps; the return value is the number of ranges,
  * which is what the GEMM launches and the epilogue sums. */
 static int splits_for(int *cps, const nvf_cuda_moe *m, int64_t slots, int64_t tiles_est, int64_t n,
-                      int64_t k) {
+                      int64_t k, int step) {
     int64_t nchunks = (k + 63) / 64, s = 1;
     if (slots <= SPLIT_SLOTS) {
         int64_t ctas = tiles_est * ((n + 127) / 128), want = 4 * (int64_t)m->sms;
@@ -328,6 +340,7 @@ static int splits_for(int *cps, const nvf_cuda_moe *m, int64_t slots, int64_t ti
         s = s > MAX_SPLITS ? MAX_SPLITS : s;
     }
     *cps = (int)((nchunks + s - 1) / s);
+    *cps = (*cps + step - 1) / step * step; /* ranges start on the GEMM's K step */
     return (int)((nchunks + *cps - 1) / *cps);
 }
 
@@ -349,15 +362,16 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
          * 64-row tiles beyond */
         int64_t et = L->n_experts_total > E ? L->n_experts_total : E;
         int64_t local = slots * E / et > 0 ? slots * E / et : 1; /* expected local rows */
-        int32_t tile_rows = local / E >= 48 ? 64 : 16;
+        int32_t tile_rows = local / E >= tile64_rows() ? 64 : 16;
         int32_t max_tiles = (int32_t)((slots + tile_rows - 1) / tile_rows + E);
         /* tiles: one per row while rows are fewer than experts, else at least one per expert */
         int64_t tiles_est = local < E ? local : (local + tile_rows - 1) / tile_rows;
         if (local >= E && tiles_est < E)
             tiles_est = E;
         int cps1, cps2;
-        int s1 = splits_for(&cps1, m, slots, tiles_est, n1, H);
-        int s2 = splits_for(&cps2, m, slots, tiles_est, H, I);
+        int s1 =
+            splits_for(&cps1, m, slots, tiles_est, n1, H, nvf_cuda_moe_gemm_step(H, tile_rows));
+        int s2 = splits_for(&cps2, m, slots, tiles_est, H, I, nvf_cuda_moe_gemm_step(I, tile_rows));
         int64_t stride1 = slots * n1, stride2 = slots * H;
         nvf_cuda_moe_plan plan = {m->offsets, m->tile_info, m->perm,
                                   max_tiles,  tile_rows,    (int32_t)k};

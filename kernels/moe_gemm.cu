@@ -26,36 +26,19 @@
 #include "kernels/moe_gemm.h"
 
 #include "cuda_ctx.h"
+#include "moe_mma.h"
 
 #include "nvfp4/format.h"
 #include "nvfp4/layout.h"
 
+#include "nvfp4/status.h"
+
 #include <cuda_runtime.h>
 
+#include <stdlib.h>
+#include <string.h>
+
 /* ---- kernels ----------------------------------------------------------------------------- */
-
-/* BF16 bits of E2M1 code c: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives. */
-__device__ __forceinline__ uint32_t e2m1_bf16(uint32_t c) {
-    const uint32_t mag[8] = {0x0000u, 0x3F00u, 0x3F80u, 0x3FC0u,
-                             0x4000u, 0x4040u, 0x4080u, 0x40C0u};
-    return mag[c & 7u] | ((c & 8u) << 12);
-}
-
-/* a * b per BF16 half; exact here, so the rounding mode never acts (the -0 addend keeps the sign
- * of a zero product). */
-__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
-    uint32_t d;
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
-    return d;
-}
-
-__device__ __forceinline__ void mma_bf16(float *c, uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 __device__ __forceinline__ uint32_t word_of(const uint4 *q, int j) {
     const uint4 &v = q[j >> 2];
@@ -63,20 +46,28 @@ __device__ __forceinline__ uint32_t word_of(const uint4 *q, int j) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-/* Warps WM x WN; a warp computes MT 16-row tiles x NT 8-column tiles. */
-template <int MT, int NT, int WM, int WN>
+/* The K range [c0, c1) of 64-value chunks, walked KB chunks at a time. */
+__device__ __forceinline__ void k_range(int64_t *c0, int64_t *c1, int64_t nchunks, int cps) {
+    *c0 = (int64_t)blockIdx.z * cps;
+    *c1 = *c0 + cps < nchunks ? *c0 + cps : nchunks;
+}
+
+/* Warps WM x WN; a warp computes MT 16-row tiles x NT 8-column tiles. A lane covers KB
+ * consecutive NVFP4 blocks of a row per step of the K loop (KB 1: 8 weight bytes, one chunk of
+ * 64 values per step; KB 2: 16 bytes, two chunks: K % 128 == 0 only). With PF, the next step's
+ * weight bytes and scales are loaded before this step's MMAs (register double buffering). */
+template <int MT, int NT, int WM, int WN, int KB, bool PF>
 __global__ void __launch_bounds__(WM *WN * 32)
     moe_gemm_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                     const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K, int chunks_per_split,
                     nvf_cuda_moe_plan plan) {
     constexpr int BN = 8 * NT * WN;
-    __shared__ uint32_t lut[256];
-    for (int i = threadIdx.x; i < 256; i += blockDim.x)
-        lut[i] = e2m1_bf16((uint32_t)i & 15u) | (e2m1_bf16((uint32_t)i >> 4) << 16);
-    __syncthreads();
     int32_t info = plan.tile_info[blockIdx.y];
-    if (info < 0)
+    if (info < 0) /* before anything else: most CTAs of a small run have no tile */
         return;
+    __shared__ uint32_t lut[256];
+    e2m1_pair_lut(lut);
+    __syncthreads();
     int e = info >> 20, r0 = info & 0xFFFFF;
     int row_base = plan.offsets[e], cnt = plan.offsets[e + 1] - row_base;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -120,50 +111,89 @@ __global__ void __launch_bounds__(WM *WN * 32)
             for (int j = 0; j < 4; j++)
                 acc[mt][nt][j] = 0.0f;
 
-    int64_t nchunks = (K + 63) / 64;
-    int64_t c0 = (int64_t)blockIdx.z * chunks_per_split;
-    int64_t c1 = c0 + chunks_per_split < nchunks ? c0 + chunks_per_split : nchunks;
-#pragma unroll 2
-    for (int64_t c = c0; c < c1; c++) {
-        int64_t kb = c * 4 + t; /* this lane's block of the chunk */
-        bool kok = kb < kcols;
-        uint2 bq[NT];
-        uint32_t bsf[NT];
+    /* this lane's weight bytes (KB x 8) and scale bytes (KB) of rows n0 + nt * 8 + g */
+    uint32_t bq[NT][2 * KB], bsf[NT];
+    auto load_b = [&](int64_t c, uint32_t(*q)[2 * KB], uint32_t *s) {
+        int64_t kb = c * 4 + KB * t; /* this lane's first block of the step */
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
-            if (bok[nt] && kok) {
-                bq[nt] = __ldg((const uint2 *)(brow[nt] + kb * 8));
-                bsf[nt] = __ldg(se + sbase[nt] + (kb / 4) * 512 + (kb % 4));
+            if constexpr (KB == 2) { /* K % 128 == 0: both blocks exist; kb even: aligned */
+                uint4 v = bok[nt] ? __ldg((const uint4 *)(brow[nt] + kb * 8))
+                                  : make_uint4(0u, 0u, 0u, 0u);
+                q[nt][0] = v.x;
+                q[nt][1] = v.y;
+                q[nt][2] = v.z;
+                q[nt][3] = v.w;
+                s[nt] = bok[nt]
+                            ? (uint32_t)__ldg((const unsigned short *)(se + sbase[nt] +
+                                                                       (kb / 4) * 512 + (kb % 4)))
+                            : 0u;
             } else {
-                bq[nt] = make_uint2(0u, 0u);
-                bsf[nt] = 0u;
+                if (bok[nt] && kb < kcols) {
+                    uint2 v = __ldg((const uint2 *)(brow[nt] + kb * 8));
+                    q[nt][0] = v.x;
+                    q[nt][1] = v.y;
+                    s[nt] = __ldg(se + sbase[nt] + (kb / 4) * 512 + (kb % 4));
+                } else {
+                    q[nt][0] = q[nt][1] = 0u;
+                    s[nt] = 0u;
+                }
             }
         }
-        uint4 aq[MT][2][2];
+    };
+
+    int64_t nchunks = (K + 63) / 64, c0, c1;
+    k_range(&c0, &c1, nchunks, chunks_per_split);
+    if (PF && c0 < c1)
+        load_b(c0, bq, bsf);
+#pragma unroll PF ? 1 : 2
+    for (int64_t c = c0; c < c1; c += KB) {
+        uint32_t cq[NT][2 * KB], csf[NT];
+        if (PF) {
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                csf[nt] = bsf[nt];
+#pragma unroll
+                for (int i = 0; i < 2 * KB; i++)
+                    cq[nt][i] = bq[nt][i];
+            }
+            if (c + KB < c1)
+                load_b(c + KB, bq, bsf);
+        } else {
+            load_b(c, cq, csf);
+        }
+        int64_t kb = c * 4 + KB * t;
+        bool kok = kb < kcols;
+        uint4 aq[MT][2][2 * KB];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
+#pragma unroll
+                for (int i = 0; i < 2 * KB; i++)
+                    aq[mt][h][i] = make_uint4(0u, 0u, 0u, 0u);
                 if (aok[mt][h] && kok) {
                     const uint4 *p = (const uint4 *)(arow[mt][h] + kb * 16);
-                    aq[mt][h][0] = __ldg(p);
-                    aq[mt][h][1] = __ldg(p + 1);
-                } else {
-                    aq[mt][h][0] = aq[mt][h][1] = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+                    for (int i = 0; i < 2 * KB; i++)
+                        aq[mt][h][i] = __ldg(p + i);
                 }
             }
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
-            uint32_t s = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)bsf[nt]));
-            uint32_t s2 = s | (s << 16);
-            uint32_t bw[8];
+            uint32_t bw[8 * KB];
 #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                uint32_t byte = ((i < 4 ? bq[nt].x : bq[nt].y) >> (8 * (i & 3))) & 0xFFu;
-                bw[i] = bf16x2_mul(lut[byte], s2);
+            for (int j = 0; j < KB; j++) {
+                uint32_t s = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)(csf[nt] >> (8 * j))));
+                uint32_t s2 = s | (s << 16);
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    uint32_t byte = (cq[nt][2 * j + (i >> 2)] >> (8 * (i & 3))) & 0xFFu;
+                    bw[8 * j + i] = bf16x2_mul(lut[byte], s2);
+                }
             }
 #pragma unroll
-            for (int st = 0; st < 4; st++)
+            for (int st = 0; st < 4 * KB; st++)
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++)
                     mma_bf16(acc[mt][nt], word_of(aq[mt][0], 2 * st), word_of(aq[mt][1], 2 * st),
@@ -192,7 +222,22 @@ __global__ void __launch_bounds__(WM *WN * 32)
 
 /* ---- launchers --------------------------------------------------------------------------- */
 
-template <int MT, int NT, int WM, int WN>
+/* NVFP4_MOE_GEMM=v1 selects the first kernel (8-byte steps, no prefetch) for side-by-side
+ * timing; the default (v2) takes 16-byte steps where K % 128 == 0 and prefetches. Read once. */
+static int gemm_v1(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *env = getenv("NVFP4_MOE_GEMM");
+        v = env && strcmp(env, "v1") == 0;
+    }
+    return v;
+}
+
+extern "C" int nvf_cuda_moe_gemm_step(int64_t k, int32_t tile_rows) {
+    return !gemm_v1() && tile_rows == 16 && k % 128 == 0 ? 2 : 1;
+}
+
+template <int MT, int NT, int WM, int WN, int KB, bool PF>
 static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                   const uint8_t *sf, int64_t n, int64_t k, int cps, const nvf_cuda_moe_plan *plan,
                   cudaStream_t st) {
@@ -200,7 +245,7 @@ static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, cons
     int64_t nchunks = (k + 63) / 64;
     dim3 grid((unsigned)((n + 8 * NT * WN - 1) / (8 * NT * WN)), (unsigned)plan->max_tiles,
               (unsigned)((nchunks + cps - 1) / cps));
-    moe_gemm_kernel<MT, NT, WM, WN>
+    moe_gemm_kernel<MT, NT, WM, WN, KB, PF>
         <<<grid, WM * WN * 32, 0, st>>>(ws, stride, a, gather, w, sf, n, k, cps, *plan);
     NVF_CUDA_TRY(cudaGetLastError());
 done:
@@ -213,12 +258,27 @@ extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint1
                                  struct CUstream_st *stream) {
     if (plan->max_tiles <= 0)
         return 0;
+    int kb = nvf_cuda_moe_gemm_step(k, plan->tile_rows);
+    if (kb == 2 && chunks_per_split % 2)
+        return nvf_error_set(NVF_E_INVALID, "MoE GEMM: %d chunks per split with 128-value steps",
+                             chunks_per_split);
     /* 16-row tiles: 4 warps side by side over 128 weight rows, for few rows per expert (the
      * weight stream is what matters); 64-row tiles: 2 x 2 warps of 32 x 64, more MMAs per
      * weight and A byte loaded */
+    if (gemm_v1())
+        return plan->tile_rows == 16
+                   ? launch<1, 4, 1, 4, 1, false>(ws, ws_split_stride, a, gather, w, sf, n, k,
+                                                  chunks_per_split, plan, stream)
+                   : launch<2, 8, 2, 2, 1, false>(ws, ws_split_stride, a, gather, w, sf, n, k,
+                                                  chunks_per_split, plan, stream);
+    if (plan->tile_rows == 64 && k % 32 == 0)
+        return nvf_cuda_moe_gemm_tiled(ws, ws_split_stride, a, gather, w, sf, n, k,
+                                       chunks_per_split, plan, stream);
     if (plan->tile_rows == 16)
-        return launch<1, 4, 1, 4>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split,
-                                  plan, stream);
-    return launch<2, 8, 2, 2>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
-                              stream);
+        return kb == 2 ? launch<1, 4, 1, 4, 2, true>(ws, ws_split_stride, a, gather, w, sf, n, k,
+                                                     chunks_per_split, plan, stream)
+                       : launch<1, 4, 1, 4, 1, true>(ws, ws_split_stride, a, gather, w, sf, n, k,
+                                                     chunks_per_split, plan, stream);
+    return launch<2, 8, 2, 2, 1, true>(ws, ws_split_stride, a, gather, w, sf, n, k,
+                                       chunks_per_split, plan, stream);
 }

@@ -1,0 +1,40 @@
+/*
+ * Device helpers shared by the grouped GEMM kernels (moe_gemm.cu, moe_gemm_tiled.cu): E2M1 to
+ * BF16, the exact BF16 scale product and the m16n8k16 BF16 MMA.
+ */
+#ifndef NVFP4_KERNELS_MOE_MMA_H
+#define NVFP4_KERNELS_MOE_MMA_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+/* BF16 bits of E2M1 code c: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives. */
+__device__ __forceinline__ uint32_t e2m1_bf16(uint32_t c) {
+    const uint32_t mag[8] = {0x0000u, 0x3F00u, 0x3F80u, 0x3FC0u,
+                             0x4000u, 0x4040u, 0x4080u, 0x40C0u};
+    return mag[c & 7u] | ((c & 8u) << 12);
+}
+
+/* The 256-entry table of a byte's two E2M1 codes as a BF16 pair, filled by the whole block. */
+__device__ __forceinline__ void e2m1_pair_lut(uint32_t *lut) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x)
+        lut[i] = e2m1_bf16((uint32_t)i & 15u) | (e2m1_bf16((uint32_t)i >> 4) << 16);
+}
+
+/* a * b per BF16 half; exact here, so the rounding mode never acts (the -0 addend keeps the sign
+ * of a zero product). */
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+    return d;
+}
+
+__device__ __forceinline__ void mma_bf16(float *c, uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+#endif

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs on the device machine with carried binaries (see device-profile.sh): the GPU tests, then
+# `bench moe` of the default kernels beside the first ones (NVFP4_MOE_GEMM=v1) and the BF16
+# torch._grouped_mm baseline, per shape, plus a sweep of the 64-row tile switch
+# (NVFP4_MOE_TILE64_ROWS). Outputs under $OUT, tarred to $OUT/kernels.tgz.
+#   NVFP4_BIN, NVFP4_TESTS, NVFP4_COMMIT as for device-profile.sh; NVFP4_MOE_SHAPES,
+#   NVFP4_MOE_TOKENS, NVFP4_MOE_SWEEP (switch values, default "16 32").
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/out/kernels}
+res=$OUT/res
+mkdir -p "$res"
+BIN=$PWD/${NVFP4_BIN:-build-gpu/nvfp4tool}
+deps=/tmp/deps
+mkdir -p "$deps"
+for f in .debs/*.deb; do dpkg -x "$f" "$deps"; done
+export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export NVFP4TOOL=$BIN NVFP4_TESTDATA=$PWD/tests/data NVFP4_SCHEMAS=$PWD/schemas NVFP4_PYTHON=python3
+export NVFP4_SOURCE_DIR=$PWD
+rc=0
+OUT=$res bash tests/gpu/device-profile.sh test || rc=1
+if bash tests/cli/moe/cuda.sh >"$res/moe-cuda.log" 2>&1; then echo "PASS cli/moe/cuda"; else
+    echo "FAIL cli/moe/cuda"; tail -20 "$res/moe-cuda.log"; rc=1; fi
+tokens=${NVFP4_MOE_TOKENS:-1,8,16,128,512,1024,2048,4096}
+summary() { python3 - "$@" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["results"]:
+    print("%-28s %5d %-5s %8.3f ms  bf16 %7.3f  x%5.2f  %4.0f%% copy  %6.1f TFLOP/s" % (
+        sys.argv[2], r["tokens"], r["precision"], r["ms"], r.get("bf16_ms", 0),
+        r.get("speedup_vs_bf16", 0), r["pct_of_copy"], r["tflops"]))
+PY
+}
+for s in ${NVFP4_MOE_SHAPES:-deepseek-v3 qwen3-30b-a3b gpt-oss-120b}; do
+    python3 bench/moe_baseline.py --shape "$s" --tokens "$tokens" --out "$res/bf16-$s.json" \
+        >"$res/bf16-$s.log" 2>&1 || { echo "baseline $s failed"; tail -5 "$res/bf16-$s.log"; rc=1; }
+    for v in v2 v1; do
+        NVFP4_MOE_GEMM=$v "$BIN" bench moe --device cuda --shape "$s" --tokens "$tokens" \
+            --precision w4a16 --baseline "$res/bf16-$s.json" --json >"$res/moe-$v-$s.json" \
+            2>"$res/moe-$v-$s.err" || { echo "bench $v $s failed"; tail -5 "$res/moe-$v-$s.err"; rc=1; }
+        summary "$res/moe-$v-$s.json" "$v $s"
+    done
+    for sw in ${NVFP4_MOE_SWEEP:-16 32}; do
+        NVFP4_MOE_TILE64_ROWS=$sw "$BIN" bench moe --device cuda --shape "$s" --tokens "$tokens" \
+            --precision w4a16 --baseline "$res/bf16-$s.json" --json >"$res/moe-sw$sw-$s.json" \
+            2>"$res/moe-sw$sw-$s.err" || { echo "bench sw$sw $s failed"; rc=1; }
+        summary "$res/moe-sw$sw-$s.json" "tile64>=$sw $s"
+    done
+done
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv >"$res/smi.txt" 2>&1
+tar czf "$OUT/kernels.tgz" -C "$res" .
+exit $rc
