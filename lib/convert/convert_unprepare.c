@@ -328,6 +328,12 @@ int cv_unprepare_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
                              "--input-amax: '%s' is a prepared checkpoint; the inverse restores "
                              "its recorded input scales",
                              opt->src);
+    char *rs = realpath(opt->src, NULL), *rd = realpath(opt->dst, NULL);
+    int same = rs && rd && strcmp(rs, rd) == 0;
+    free(rs);
+    free(rd);
+    if (same)
+        return nvf_error_set(NVF_E_INVALID, "DST '%s' is the source directory", opt->dst);
     if ((rc = read_record(&record, opt->src, &s.ep, &s.layout, &s.w4a4)) != NVF_OK)
         goto done;
     s.ranks = calloc((size_t)s.ep, sizeof *s.ranks);

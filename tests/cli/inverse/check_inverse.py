@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """Independent checks of the inverse of the prepared targets (Python standard library only).
 
-  check_inverse.py tensors A B
+  check_inverse.py tensors A B [EXCEPT...]
       The checkpoints A and B (directories: index and shards) hold the same tensors: names,
-      dtypes, shapes and data bytes.
+      dtypes, shapes and data bytes (the tensors EXCEPT: names, dtypes and shapes only).
+  check_inverse.py same A NAME1 NAME2
+      Tensors NAME1 and NAME2 of A have the same dtype, shape and bytes.
   check_inverse.py files A B
       Every file of A but nvfp4-manifest.json (which records the source it was made from) is in
       B with the same bytes, and B has no other file but its manifest.
@@ -57,7 +59,7 @@ def ckpt(d):
     return out
 
 
-def tensors(a, b):
+def tensors(a, b, *skip):
     ta, tb = ckpt(a), ckpt(b)
     if set(ta) != set(tb):
         fail('tensor names differ: only in %s: %s; only in %s: %s' % (
@@ -65,7 +67,7 @@ def tensors(a, b):
     for k in sorted(ta):
         if ta[k][:2] != tb[k][:2]:
             fail('%s: %s %s in %s, %s %s in %s' % (k, *ta[k][:2], a, *tb[k][:2], b))
-        if ta[k][2] != tb[k][2]:
+        if ta[k][2] != tb[k][2] and k not in skip:
             i = next(i for i in range(len(ta[k][2])) if ta[k][2][i] != tb[k][2][i])
             fail('%s: bytes differ at %d' % (k, i))
     print('%d tensors equal' % len(ta))
@@ -139,6 +141,13 @@ def mixtral(src, dst):
     print('%d Mixtral-named experts' % n)
 
 
+def same(a, n1, n2):
+    t = ckpt(a)
+    if t[n1] != t[n2]:
+        fail('%s and %s differ' % (n1, n2))
+    print('%s = %s' % (n1, n2))
+
+
 def tamper(prep):
     p = os.path.join(prep, 'nvfp4-inverse.json')
     doc = json.load(open(p))
@@ -171,6 +180,10 @@ def main(argv):
             'tamper': (tamper, 1), 'forget': (forget, 1)}
     if argv[1:2] == ['forget'] and len(argv) == 4:
         return forget(argv[2], argv[3])
+    if argv[1:2] == ['tensors'] and len(argv) > 4:
+        return tensors(*argv[2:])
+    if argv[1:2] == ['same'] and len(argv) == 5:
+        return same(*argv[2:])
     if len(argv) < 2 or argv[1] not in cmds or len(argv) != 2 + cmds[argv[1]][1]:
         fail(__doc__)
     cmds[argv[1]][0](*argv[2:])

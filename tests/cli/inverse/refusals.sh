@@ -6,7 +6,8 @@
 #   - a record that does not belong to the tensors (one weight_scale_2 changed): exit 3 naming
 #     the alpha tensor;
 #   - --input-amax (the inverse restores the recorded input scales): exit 2;
-#   - one rank directory of a prepared checkpoint instead of its top: exit 2 saying so.
+#   - one rank directory of a prepared checkpoint instead of its top: exit 2 saying so;
+#   - DST the prepared checkpoint itself (even with --force): exit 2.
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -34,6 +35,8 @@ expect 2 "--input-amax" -- "$T" convert "$tmp/p" "$tmp/d4" --target modelopt \
     --input-amax "$tmp/amax.json"
 expect 2 "is one rank directory of a prepared checkpoint" -- \
     "$T" convert "$tmp/p/rank-00001-of-00002" "$tmp/d5" --target modelopt
+expect 2 "is the source directory" -- "$T" convert "$tmp/p" "$tmp/p" --target modelopt --force
+"$T" hash --check "$tmp/p" --quiet || fail "DST = SRC touched the prepared checkpoint"
 for d in d1 d2 d3 d4 d5; do
     [ ! -e "$tmp/$d/nvfp4-manifest.json" ] && [ ! -e "$tmp/$d.unprepare.tmp" ] ||
         fail "$d: a refused inverse left files"
