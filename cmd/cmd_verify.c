@@ -5,6 +5,8 @@
  */
 #include "cli.h"
 
+#include "nvfp4/backend.h"
+#include "nvfp4/device.h"
 #include "nvfp4/log.h"
 #include "nvfp4/recipe.h"
 #include "nvfp4/status.h"
@@ -50,7 +52,7 @@ static const cli_spec k_spec = {
         "              (ModelOpt), unreadable or non-finite weights, scales, alphas;\n"
         "  finite      the layer's output has no NaN/Inf;\n"
         "  layout      (prepared checkpoints) the prepared-layout reader (method\n"
-        "              cpu-prepared-reader; a GPU kernel takes its place later) against the\n"
+        "              cpu-prepared-reader) against the\n"
         "              linear NVFP4 values: the reference quantized with the conversion's\n"
         "              recipe (CKPT/nvfp4-manifest.json; --recipe overrides) when --reference\n"
         "              is given, else the same bytes read\n"
@@ -63,8 +65,14 @@ static const cli_spec k_spec = {
         "              the first 4 when none), rel-L2 <= 0.35, naming the expert that is wrong.\n"
         "A table on stdout (--json: the report, schemas/report.schema.json); progress per layer\n"
         "on a TTY. Exit 0 every layer passed, 3 a layer failed (the findings name layer,\n"
-        "expert, check), 2 usage, 1 runtime error. Device: verify runs on the CPU (--device cpu\n"
-        "or auto); it does not run the CUDA MoE kernels yet (`moe --device cuda` does).\n",
+        "expert, check), 2 usage, 1 runtime error, 4 the asked GPU is unavailable.\n"
+        "Device: cpu or auto run everything on the CPU. --device cuda[:N] runs each layer's\n"
+        "routed experts on the GPU MoE kernels (a 128x4 prepared layout built from the layer's\n"
+        "NVFP4 values; a prepared checkpoint's as its layout reader decodes them) and adds the\n"
+        "check kernel_rel_l2: the\n"
+        "kernels' output against the CPU reference on the same NVFP4 values, rel-L2 <= 1e-2\n"
+        "(SPEC 7 a); the finite, layout and quality checks then use the kernels' output; the\n"
+        "per-expert checks stay on the CPU.\n",
     .opts = k_opts,
     .n_opts = sizeof k_opts / sizeof k_opts[0],
     .min_pos = 1,
@@ -177,12 +185,15 @@ static int options(nvf_verify_opts *o, int64_t **layers, const char *ckpt) {
     if (g_per_token && o->precision != NVF_MOE_PRECISION_W4A4)
         return cli_usage_error(&k_spec, "--per-token-activations needs --precision w4a4");
     const char *dev = g_common.device ? g_common.device : "auto";
-    if (strncmp(dev, "cuda", 4) == 0)
-        return cli_usage_error(&k_spec,
-                               "verify does not run the CUDA MoE kernels yet; use --device cpu");
-    if (strcmp(dev, "auto") != 0 && strcmp(dev, "cpu") != 0)
+    if (strncmp(dev, "cuda", 4) != 0 && strcmp(dev, "auto") != 0 && strcmp(dev, "cpu") != 0)
         return cli_usage_error(&k_spec, "--device takes auto, cpu or cuda[:N], got '%s'", dev);
-    o->device = "cpu";
+    if (strncmp(dev, "cuda", 4) == 0 && g_per_token)
+        return cli_usage_error(&k_spec, "--per-token-activations runs on the CPU only "
+                                        "(--device cpu)");
+    if (strcmp(dev, "auto") == 0)
+        nvf_log(NVF_LOG_INFO, "device auto: the CPU (--device cuda runs the layers' routed "
+                              "experts on the GPU kernels)");
+    o->device = strncmp(dev, "cuda", 4) == 0 ? dev : "cpu";
     o->per_token = g_per_token;
     if (g_layers) {
         int st = nvf_verify_parse_layers(layers, &o->n_layers, g_layers);
@@ -226,8 +237,22 @@ int cmd_verify(int argc, char **argv) {
     }
     if (isatty(STDERR_FILENO) && !g_common.quiet)
         o.progress = progress;
+    nvf_backend *b = NULL;
+    int st = NVF_OK;
+    if (strncmp(o.device, "cuda", 4) == 0) {
+        nvf_device d;
+        st = nvf_device_select(&d, o.device);
+        if (st == NVF_OK)
+            st = nvf_backend_open(&b, &d, 0);
+        if (st != NVF_OK) {
+            free(layers);
+            return cli_fail("verify", st);
+        }
+        o.backend = b;
+    }
     nvf_verify_report rep;
-    int st = nvf_verify_run(&rep, pos[0], g_reference, &o);
+    st = nvf_verify_run(&rep, pos[0], g_reference, &o);
+    nvf_backend_close(b);
     free(layers);
     if (st != NVF_OK) {
         nvf_verify_report_free(&rep);

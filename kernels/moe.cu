@@ -313,14 +313,15 @@ done:
     return rc;
 }
 
-/* Rows per expert (on average) from which 64-row tiles are used: 48, or NVFP4_MOE_TILE64_ROWS
- * (for `bench moe` sweeps). Read once. */
+/* Rows per expert (on average) from which 64-row tiles are used: 32 (bench moe at e6cdf1b: at
+ * 32 rows 64-row tiles beat 16-row ones by 1.16x on DeepSeek-V3, at 16 rows they lose), or
+ * NVFP4_MOE_TILE64_ROWS (for `bench moe` sweeps). Read once. */
 static int64_t tile64_rows(void) {
     static int64_t v = -1;
     if (v < 0) {
         const char *env = getenv("NVFP4_MOE_TILE64_ROWS");
         long long x = env ? atoll(env) : 0;
-        v = x > 0 ? (int64_t)x : 48;
+        v = x > 0 ? (int64_t)x : 32;
     }
     return v;
 }
@@ -330,10 +331,11 @@ static int64_t tile64_rows(void) {
  * K chunks (64 values) are dealt in ranges of *cps; the return value is the number of ranges,
  * which is what the GEMM launches and the epilogue sums. */
 static int splits_for(int *cps, const nvf_cuda_moe *m, int64_t slots, int64_t tiles_est, int64_t n,
-                      int64_t k, int step) {
+                      int64_t k, int32_t tile_rows) {
+    int step = nvf_cuda_moe_gemm_step(k, tile_rows), bn = nvf_cuda_moe_gemm_cta_rows(k, tile_rows);
     int64_t nchunks = (k + 63) / 64, s = 1;
     if (slots <= SPLIT_SLOTS) {
-        int64_t ctas = tiles_est * ((n + 127) / 128), want = 4 * (int64_t)m->sms;
+        int64_t ctas = tiles_est * ((n + bn - 1) / bn), want = 4 * (int64_t)m->sms;
         int64_t cap = nchunks / 4 > 0 ? nchunks / 4 : 1;
         s = ctas >= want ? 1 : (want + ctas - 1) / ctas;
         s = s > cap ? cap : s;
@@ -369,9 +371,8 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
         if (local >= E && tiles_est < E)
             tiles_est = E;
         int cps1, cps2;
-        int s1 =
-            splits_for(&cps1, m, slots, tiles_est, n1, H, nvf_cuda_moe_gemm_step(H, tile_rows));
-        int s2 = splits_for(&cps2, m, slots, tiles_est, H, I, nvf_cuda_moe_gemm_step(I, tile_rows));
+        int s1 = splits_for(&cps1, m, slots, tiles_est, n1, H, tile_rows);
+        int s2 = splits_for(&cps2, m, slots, tiles_est, H, I, tile_rows);
         int64_t stride1 = slots * n1, stride2 = slots * H;
         nvf_cuda_moe_plan plan = {m->offsets, m->tile_info, m->perm,
                                   max_tiles,  tile_rows,    (int32_t)k};

@@ -222,19 +222,32 @@ __global__ void __launch_bounds__(WM *WN * 32)
 
 /* ---- launchers --------------------------------------------------------------------------- */
 
-/* NVFP4_MOE_GEMM=v1 selects the first kernel (8-byte steps, no prefetch) for side-by-side
- * timing; the default (v2) takes 16-byte steps where K % 128 == 0 and prefetches. Read once. */
-static int gemm_v1(void) {
-    static int v = -1;
-    if (v < 0) {
+/* NVFP4_MOE_GEMM picks the kernels, for side-by-side timing: v1 the first ones (registers only,
+ * 8-byte steps, 16- and 64-row tiles); v2, the default, the register kernel with 16-byte steps
+ * (K % 128 == 0) and prefetch for 16-row tiles and the shared-memory kernel (moe_gemm_tiled.cu)
+ * for 64-row tiles (K % 32 == 0); v3 the shared-memory kernel for both. bench moe at 00142a7
+ * on the H200: v2 is 4-12% faster than v3 up to 128 tokens, v3 5% faster at 512 tokens on
+ * DeepSeek-V3 and even elsewhere (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
+static int gemm_version(void) {
+    static int v = 0;
+    if (v == 0) {
         const char *env = getenv("NVFP4_MOE_GEMM");
-        v = env && strcmp(env, "v1") == 0;
+        v = env && strcmp(env, "v1") == 0 ? 1 : env && strcmp(env, "v3") == 0 ? 3 : 2;
     }
     return v;
 }
 
 extern "C" int nvf_cuda_moe_gemm_step(int64_t k, int32_t tile_rows) {
-    return !gemm_v1() && tile_rows == 16 && k % 128 == 0 ? 2 : 1;
+    return gemm_version() == 2 && tile_rows == 16 && k % 128 == 0 ? 2 : 1;
+}
+
+static int use_tiled(int64_t k, int32_t tile_rows) {
+    int v = gemm_version();
+    return v != 1 && k % 32 == 0 && (v == 3 || tile_rows == 64);
+}
+
+extern "C" int nvf_cuda_moe_gemm_cta_rows(int64_t k, int32_t tile_rows) {
+    return use_tiled(k, tile_rows) ? 256 : 128;
 }
 
 template <int MT, int NT, int WM, int WN, int KB, bool PF>
@@ -258,20 +271,19 @@ extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint1
                                  struct CUstream_st *stream) {
     if (plan->max_tiles <= 0)
         return 0;
-    int kb = nvf_cuda_moe_gemm_step(k, plan->tile_rows);
+    int kb = nvf_cuda_moe_gemm_step(k, plan->tile_rows), v = gemm_version();
     if (kb == 2 && chunks_per_split % 2)
         return nvf_error_set(NVF_E_INVALID, "MoE GEMM: %d chunks per split with 128-value steps",
                              chunks_per_split);
-    /* 16-row tiles: 4 warps side by side over 128 weight rows, for few rows per expert (the
-     * weight stream is what matters); 64-row tiles: 2 x 2 warps of 32 x 64, more MMAs per
-     * weight and A byte loaded */
-    if (gemm_v1())
+    /* register kernels: 16-row tiles: 4 warps side by side over 128 weight rows; 64-row tiles:
+     * 2 x 2 warps of 32 x 64 */
+    if (v == 1)
         return plan->tile_rows == 16
                    ? launch<1, 4, 1, 4, 1, false>(ws, ws_split_stride, a, gather, w, sf, n, k,
                                                   chunks_per_split, plan, stream)
                    : launch<2, 8, 2, 2, 1, false>(ws, ws_split_stride, a, gather, w, sf, n, k,
                                                   chunks_per_split, plan, stream);
-    if (plan->tile_rows == 64 && k % 32 == 0)
+    if (use_tiled(k, plan->tile_rows))
         return nvf_cuda_moe_gemm_tiled(ws, ws_split_stride, a, gather, w, sf, n, k,
                                        chunks_per_split, plan, stream);
     if (plan->tile_rows == 16)

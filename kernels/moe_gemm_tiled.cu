@@ -1,17 +1,18 @@
 /*
- * The grouped NVFP4 GEMM for 64-row tiles (kernels/moe_gemm.h steps 3 and 5, many rows per
- * expert): a CTA of 8 warps computes 64 permuted rows of one expert x 256 weight rows, staging
- * each 64-value K chunk of A (64 rows x 128 bytes) and of the weights (256 rows x 32 bytes, with
- * the chunk's two 512-byte 128x4 scale tiles) in shared memory with cp.async, two stages deep,
- * so the next chunk streams in while this one is multiplied. A rows are read from global memory
- * once per CTA (not once per warp), the weights once per CTA.
+ * The grouped NVFP4 GEMM staged in shared memory (kernels/moe_gemm.h steps 3 and 5): a CTA of 8
+ * warps computes one tile of 16 * MT permuted rows of one expert (MT 1: 16-row tiles, MT 4:
+ * 64-row tiles) x 256 weight rows. Each 64-value K chunk of A (16 MT rows x 128 bytes) and of
+ * the weights (256 rows x 32 bytes, with the chunk's two 512-byte 128x4 scale tiles) is copied
+ * to shared memory with cp.async, TB_STAGES - 1 chunks ahead of the one being multiplied, so
+ * the weight stream keeps flowing while the tensor cores work. A rows are read from global
+ * memory once per CTA (not once per warp), the weights once per CTA.
  *
- * Warp w takes weight rows 32w .. 32w + 31 against all 64 rows: every weight byte is turned into
- * BF16 once (the exact E2M1 x E4M3 product, as in moe_gemm.cu) and feeds 16 MMAs. The MMA k
- * order is moe_gemm.cu's permutation of the chunk (lane t holds the chunk's block t), so the
- * products and the f32 accumulation are those of a dot product in a fixed order. A rows are
- * stored with their eight 16-byte pieces XOR-swizzled by the row (r & 7), so that the eight rows
- * a warp reads at once fall in different banks. Needs K % 32 == 0 (16-byte weight pieces).
+ * Warp w takes weight rows 32w .. 32w + 31 against all the tile's rows: every weight byte is
+ * turned into BF16 once (the exact E2M1 x E4M3 product, as in moe_gemm.cu) and feeds 4 MT MMAs.
+ * The MMA k order is moe_gemm.cu's permutation of the chunk (lane t holds the chunk's block t),
+ * so the products and the f32 accumulation are those of a dot product in a fixed order. A rows
+ * are stored with their eight 16-byte pieces XOR-swizzled by the row (r & 7), so that the eight
+ * rows a warp reads at once fall in different banks. Needs K % 32 == 0 (16-byte weight pieces).
  */
 #include "kernels/moe_gemm.h"
 
@@ -23,16 +24,15 @@
 
 #include <cuda_runtime.h>
 
-#define TB_M       64
 #define TB_N       256
 #define TB_THREADS 256
-#define TB_STAGES  2
+#define TB_STAGES  4
 
-/* One K chunk in shared memory. */
-struct tiled_stage {
-    uint4 a[TB_M * 8]; /* A: piece j (8 BF16) of row r at r * 8 + (j ^ (r & 7)) */
-    uint4 b[TB_N * 2]; /* weights: row m's 32 bytes at 2m, 2m + 1 */
-    uint4 sf[2 * 32];  /* the 128x4 scale tile of this chunk for each 128-row group */
+/* One K chunk in shared memory, for tiles of 16 * MT rows. */
+template <int MT> struct tiled_stage {
+    uint4 a[MT * 16 * 8]; /* A: piece j (8 BF16) of row r at r * 8 + (j ^ (r & 7)) */
+    uint4 b[TB_N * 2];    /* weights: row m's 32 bytes at 2m, 2m + 1 */
+    uint4 sf[2 * 32];     /* the 128x4 scale tile of this chunk for each 128-row group */
 };
 
 /* ---- kernels ----------------------------------------------------------------------------- */
@@ -52,6 +52,42 @@ template <int N> __device__ __forceinline__ void cp_wait(void) {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+/* What one thread copies of every chunk: NA A pieces (row q / 8, piece q % 8 for q = tid +
+ * 256 i), two weight pieces (row q / 2, half q % 2) and, for tid < 64, one scale piece. */
+template <int MT> struct tiled_src {
+    static constexpr int NA = (MT * 128 + TB_THREADS - 1) / TB_THREADS;
+    const uint16_t *a[NA];
+    int apos[NA], apiece[NA];
+    bool aok[NA];
+    const uint8_t *b[2];
+    int bhalf[2];
+    bool bok[2];
+    const uint8_t *s;
+    bool sok;
+};
+
+template <int MT>
+__device__ __forceinline__ void issue_chunk(tiled_stage<MT> &S, const tiled_src<MT> &src, int64_t c,
+                                            int64_t kcols, int tid, const void *zero) {
+    int64_t kb0 = c * 4;
+#pragma unroll
+    for (int i = 0; i < tiled_src<MT>::NA; i++) {
+        if (tid + TB_THREADS * i >= MT * 128)
+            continue;
+        bool ok = src.aok[i] && kb0 + (src.apiece[i] >> 1) < kcols;
+        cp16(&S.a[src.apos[i]], ok ? (const void *)(src.a[i] + c * 64) : zero, ok ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        int64_t kb = kb0 + 2 * src.bhalf[i];
+        int bytes = !src.bok[i] || kb >= kcols ? 0 : kb + 1 >= kcols ? 8 : 16;
+        cp16(&S.b[tid + TB_THREADS * i], bytes ? (const void *)(src.b[i] + c * 32) : zero, bytes);
+    }
+    if (tid < 64)
+        cp16(&S.sf[tid], src.sok ? (const void *)(src.s + c * 512) : zero, src.sok ? 16 : 0);
+}
+
+template <int MT>
 __global__ void __launch_bounds__(TB_THREADS, 2)
     moe_gemm_tiled_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                           const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K, int cps,
@@ -60,7 +96,8 @@ __global__ void __launch_bounds__(TB_THREADS, 2)
     if (info < 0)
         return;
     __shared__ uint32_t lut[256];
-    __shared__ tiled_stage st[TB_STAGES];
+    extern __shared__ uint4 dyn[];
+    tiled_stage<MT> *st = (tiled_stage<MT> *)dyn;
     e2m1_pair_lut(lut);
     int e = info >> 20, r0 = info & 0xFFFFF;
     int row_base = plan.offsets[e], cnt = plan.offsets[e + 1] - row_base;
@@ -70,50 +107,31 @@ __global__ void __launch_bounds__(TB_THREADS, 2)
     const uint8_t *we = w + (int64_t)e * N * (K / 2);
     const uint8_t *se = sf + (int64_t)e * nvf_layout_bytes(NVF_LAYOUT_128X4, N, kcols);
 
-    /* This thread's copies of a chunk: A pieces q = tid + 256 i (row q / 8, piece q % 8),
-     * weight pieces q = tid + 256 i (row q / 2, half q % 2), scale piece tid (tid < 64). */
-    const uint16_t *asrc[2];
-    const uint8_t *bsrc[2];
-    int apos[2], apiece[2], bhalf[2];
-    bool aok[2], bok[2];
+    tiled_src<MT> src;
+#pragma unroll
+    for (int i = 0; i < tiled_src<MT>::NA; i++) {
+        int q = tid + TB_THREADS * i, r = q >> 3;
+        src.apiece[i] = q & 7;
+        src.apos[i] = r * 8 + (src.apiece[i] ^ (r & 7));
+        src.aok[i] = q < MT * 128 && r0 + r < cnt;
+        int64_t p = row_base + (src.aok[i] ? r0 + r : 0);
+        int64_t from = gather ? plan.perm[p] / plan.top_k : p;
+        src.a[i] = a + from * K + src.apiece[i] * 8;
+    }
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        int q = tid + TB_THREADS * i, r = q >> 3;
-        apiece[i] = q & 7;
-        apos[i] = r * 8 + (apiece[i] ^ (r & 7));
-        aok[i] = r0 + r < cnt;
-        int64_t p = row_base + (aok[i] ? r0 + r : 0);
-        int64_t src = gather ? plan.perm[p] / plan.top_k : p;
-        asrc[i] = a + src * K + apiece[i] * 8;
+        int q = tid + TB_THREADS * i;
         int64_t n = nb + (q >> 1);
-        bhalf[i] = q & 1;
-        bok[i] = n < N;
-        bsrc[i] = we + (bok[i] ? n : 0) * (K / 2) + bhalf[i] * 16;
+        src.bhalf[i] = q & 1;
+        src.bok[i] = n < N;
+        src.b[i] = we + (src.bok[i] ? n : 0) * (K / 2) + src.bhalf[i] * 16;
     }
-    bool sok = tid < 64 && nb + (tid >> 5) * 128 < N;
-    const uint8_t *ssrc = se + (nb / 128 + (tid >> 5)) * kt * 512 + (tid & 31) * 16;
+    src.sok = tid < 64 && nb + (tid >> 5) * 128 < N;
+    src.s = se + (nb / 128 + (tid >> 5)) * kt * 512 + (tid & 31) * 16;
 
-    auto issue = [&](int64_t c, int s) {
-        int64_t kb0 = c * 4;
+    float acc[MT][4][4];
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            bool ok = aok[i] && kb0 + (apiece[i] >> 1) < kcols;
-            cp16(&st[s].a[apos[i]], ok ? (const void *)(asrc[i] + c * 64) : (const void *)a,
-                 ok ? 16 : 0);
-            int64_t kb = kb0 + 2 * bhalf[i];
-            int bytes = !bok[i] || kb >= kcols ? 0 : kb + 1 >= kcols ? 8 : 16;
-            cp16(&st[s].b[tid + TB_THREADS * i],
-                 bytes ? (const void *)(bsrc[i] + c * 32) : (const void *)w, bytes);
-        }
-        if (tid < 64)
-            cp16(&st[s].sf[tid], sok ? (const void *)(ssrc + c * 512) : (const void *)sf,
-                 sok ? 16 : 0);
-        cp_commit();
-    };
-
-    float acc[4][4][4];
-#pragma unroll
-    for (int mt = 0; mt < 4; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int nt = 0; nt < 4; nt++)
 #pragma unroll
@@ -123,31 +141,38 @@ __global__ void __launch_bounds__(TB_THREADS, 2)
     int64_t nchunks = (K + 63) / 64;
     int64_t c0 = (int64_t)blockIdx.z * cps;
     int64_t c1 = c0 + cps < nchunks ? c0 + cps : nchunks;
-    if (c0 < c1)
-        issue(c0, 0);
+    /* TB_STAGES - 1 chunks in flight ahead of the one multiplied; one barrier per chunk */
+#pragma unroll
+    for (int i = 0; i < TB_STAGES - 1; i++) {
+        if (c0 + i < c1)
+            issue_chunk<MT>(st[i], src, c0 + i, kcols, tid, w);
+        cp_commit();
+    }
     for (int64_t c = c0; c < c1; c++) {
-        int s = (int)((c - c0) & 1);
-        if (c + 1 < c1) {
-            issue(c + 1, s ^ 1);
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads();
-        const tiled_stage &S = st[s];
+        int it = (int)(c - c0);
+        cp_wait<TB_STAGES - 2>();
+        __syncthreads(); /* chunk c landed for all; stage (it - 1) % S is free again */
+        if (c + TB_STAGES - 1 < c1)
+            issue_chunk<MT>(st[(it + TB_STAGES - 1) % TB_STAGES], src, c + TB_STAGES - 1, kcols,
+                            tid, w);
+        cp_commit();
+        const tiled_stage<MT> &S = st[it % TB_STAGES];
         uint2 bq[4];
-        uint32_t bs[4];
+        uint32_t s2[4];
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
             int m = warp * 32 + nt * 8 + g, ml = m & 127;
             bq[nt] = ((const uint2 *)S.b)[m * 4 + t];
-            bs[nt] = ((const uint8_t *)S.sf)[(m >> 7) * 512 + (ml & 31) * 16 + (ml >> 5) * 4 + t];
+            uint32_t byte =
+                ((const uint8_t *)S.sf)[(m >> 7) * 512 + (ml & 31) * 16 + (ml >> 5) * 4 + t];
+            uint32_t sc = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)byte));
+            s2[nt] = sc | (sc << 16);
         }
 #pragma unroll
         for (int j = 0; j < 2; j++) {
-            uint4 aq[4][2];
+            uint4 aq[MT][2];
 #pragma unroll
-            for (int mt = 0; mt < 4; mt++)
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     int r = mt * 16 + g + 8 * h;
@@ -155,15 +180,13 @@ __global__ void __launch_bounds__(TB_THREADS, 2)
                 }
 #pragma unroll
             for (int nt = 0; nt < 4; nt++) {
-                uint32_t sc = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)bs[nt]));
-                uint32_t s2 = sc | (sc << 16);
                 uint32_t word = j ? bq[nt].y : bq[nt].x;
                 uint32_t bw[4];
 #pragma unroll
                 for (int i = 0; i < 4; i++)
-                    bw[i] = bf16x2_mul(lut[(word >> (8 * i)) & 0xFFu], s2);
+                    bw[i] = bf16x2_mul(lut[(word >> (8 * i)) & 0xFFu], s2[nt]);
 #pragma unroll
-                for (int mt = 0; mt < 4; mt++) {
+                for (int mt = 0; mt < MT; mt++) {
                     mma_bf16(acc[mt][nt], aq[mt][0].x, aq[mt][1].x, aq[mt][0].y, aq[mt][1].y, bw[0],
                              bw[1]);
                     mma_bf16(acc[mt][nt], aq[mt][0].z, aq[mt][1].z, aq[mt][0].w, aq[mt][1].w, bw[2],
@@ -171,12 +194,12 @@ __global__ void __launch_bounds__(TB_THREADS, 2)
                 }
             }
         }
-        __syncthreads();
     }
+    cp_wait<0>();
 
     float *wz = ws + (int64_t)blockIdx.z * ws_split_stride;
 #pragma unroll
-    for (int mt = 0; mt < 4; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             int r = mt * 16 + g + 8 * h;
@@ -195,17 +218,37 @@ __global__ void __launch_bounds__(TB_THREADS, 2)
 
 /* ---- launchers --------------------------------------------------------------------------- */
 
+template <int MT>
+static int launch_tiled(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
+                        const uint8_t *sf, int64_t n, int64_t k, int cps,
+                        const nvf_cuda_moe_plan *plan, cudaStream_t stream) {
+    int rc = 0;
+    const size_t smem = TB_STAGES * sizeof(tiled_stage<MT>);
+    static int attr_set; /* per device in principle; the same value for every device */
+    if (!attr_set) {
+        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_tiled_kernel<MT>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        attr_set = 1;
+    }
+    {
+        int64_t nchunks = (k + 63) / 64;
+        dim3 grid((unsigned)((n + TB_N - 1) / TB_N), (unsigned)plan->max_tiles,
+                  (unsigned)((nchunks + cps - 1) / cps));
+        moe_gemm_tiled_kernel<MT>
+            <<<grid, TB_THREADS, smem, stream>>>(ws, stride, a, gather, w, sf, n, k, cps, *plan);
+        NVF_CUDA_TRY(cudaGetLastError());
+    }
+done:
+    return rc;
+}
+
 extern "C" int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const uint16_t *a,
                                        int gather, const uint8_t *w, const uint8_t *sf, int64_t n,
                                        int64_t k, int chunks_per_split,
                                        const nvf_cuda_moe_plan *plan, struct CUstream_st *stream) {
-    int rc = 0;
-    int64_t nchunks = (k + 63) / 64;
-    dim3 grid((unsigned)((n + TB_N - 1) / TB_N), (unsigned)plan->max_tiles,
-              (unsigned)((nchunks + chunks_per_split - 1) / chunks_per_split));
-    moe_gemm_tiled_kernel<<<grid, TB_THREADS, 0, stream>>>(ws, ws_split_stride, a, gather, w, sf, n,
-                                                           k, chunks_per_split, *plan);
-    NVF_CUDA_TRY(cudaGetLastError());
-done:
-    return rc;
+    if (plan->tile_rows == 16)
+        return launch_tiled<1>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
+                               stream);
+    return launch_tiled<4>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
+                           stream);
 }

@@ -175,6 +175,12 @@ static int prepare_layer(prepared_bufs *p, nvf_moe_weights *w, const nvf_moe_spe
     return rc;
 }
 
+int nvf_moe_forward(float *y, const float *x, int64_t t, int64_t hidden, const nvf_moe_spec *spec,
+                    nvf_moe_weights *w, const nvf_moe_opts *o) {
+    return o->backend ? moe_forward_device(y, x, t, hidden, spec, w, o)
+                      : nvf_moe_forward_ref(y, x, t, hidden, spec, w, o);
+}
+
 int moe_forward_device(float *y, const float *x, int64_t t, int64_t hidden,
                        const nvf_moe_spec *spec, nvf_moe_weights *w, const nvf_moe_opts *o) {
     if (hidden != w->hidden || spec->n_experts != w->n_experts)

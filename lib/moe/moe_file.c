@@ -117,9 +117,8 @@ int nvf_moe_run_file(nvf_moe_run_info *info, const char *ckpt_path, int64_t laye
             has_shared ? (has_gate ? "gated" : "yes") : "no", nvf_moe_precision_name(run.precision),
             run.backend ? "routed experts on the device" : "on the CPU");
     y = malloc((size_t)t * (size_t)h * sizeof *y);
-    rc = !y            ? nvf_error_set(NVF_E_NOMEM, "no memory for the output")
-         : run.backend ? moe_forward_device(y, x, t, h, &spec, w, &run)
-                       : nvf_moe_forward_ref(y, x, t, h, &spec, w, &run);
+    rc = !y ? nvf_error_set(NVF_E_NOMEM, "no memory for the output")
+            : nvf_moe_forward(y, x, t, h, &spec, w, &run);
     if (rc == NVF_OK)
         rc = write_output(out_path, y, t, h, layer, nvf_moe_precision_name(run.precision),
                           nvf_ckpt_format_name(ck->quant.format));

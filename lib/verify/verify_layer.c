@@ -52,14 +52,53 @@ static int defect(vf_layer *v, int rc, int64_t expert, const char *what) {
     return frc;
 }
 
-static int forward(float *y, vf_layer *v, nvf_moe_weights *w, const nvf_moe_spec *spec,
-                   nvf_moe_precision p) {
+/* The layer on v->x; on the verify backend's kernels when `backend` is set. */
+static int forward_on(float *y, vf_layer *v, nvf_moe_weights *w, const nvf_moe_spec *spec,
+                      nvf_moe_precision p, struct nvf_backend *backend) {
     nvf_moe_opts o;
     memset(&o, 0, sizeof o);
     o.precision = p;
     o.quant = v->c->o->quant;
     o.per_token = p == NVF_MOE_PRECISION_W4A4 && v->c->o->per_token;
-    return nvf_moe_forward_ref(y, v->x, v->t, v->h, spec, w, &o);
+    o.backend = backend;
+    return nvf_moe_forward(y, v->x, v->t, v->h, spec, w, &o);
+}
+
+/* The checkpoint's layer runs where verify runs (the kernels with a backend); the linear and
+ * source references always on the CPU. */
+static int forward(float *y, vf_layer *v, nvf_moe_weights *w, const nvf_moe_spec *spec,
+                   nvf_moe_precision p) {
+    return forward_on(y, v, w, spec, p, w == v->cand ? v->c->o->backend : NULL);
+}
+
+/* SPEC section 7 (a) on a backend: the kernels' output y (at `p`) against the CPU reference on
+ * the same NVFP4 values and routing. */
+static int kernel_check(vf_layer *v, const float *y, nvf_moe_precision p) {
+    uint64_t n = (uint64_t)(v->t * v->h);
+    float *yr = malloc((size_t)n * sizeof *yr + 1);
+    if (!yr)
+        return nvf_error_set(NVF_E_NOMEM, "no memory for %" PRId64 " tokens", v->t);
+    int rc = forward_on(yr, v, v->cand, &v->c->spec, p, NULL);
+    if (rc != NVF_OK) {
+        free(yr);
+        return defect(v, rc, -1, "checkpoint forward on the CPU");
+    }
+    vf_stats s;
+    vf_compare(&s, y, yr, n);
+    free(yr);
+    double rel = s.finite ? s.rel_l2 : INFINITY;
+    nvf_verify_check *ch =
+        vf_check(v->out, "kernel_rel_l2", rel <= NVF_VERIFY_LAYOUT_REL_L2,
+                 "the MoE kernels (%s) against the CPU reference on the same NVFP4 values: "
+                 "rel-L2 %.3g",
+                 nvf_moe_precision_name(p), rel);
+    vf_check_value(ch, rel, 1, NVF_VERIFY_LAYOUT_REL_L2);
+    if (rel <= NVF_VERIFY_LAYOUT_REL_L2)
+        return NVF_OK;
+    return vf_finding(v->c->r, "kernel_rel_l2", "error", v->l->index, -1, NULL,
+                      "layer %" PRId64 ": the MoE kernels' output differs from the CPU "
+                      "reference's on the same NVFP4 values: rel-L2 %.4g > %g",
+                      v->l->index, rel, NVF_VERIFY_LAYOUT_REL_L2);
 }
 
 static int expert_out(float *y, vf_layer *v, const float *xe, int64_t rows, nvf_moe_weights *w,
@@ -309,6 +348,8 @@ int vf_layer_math(vf_ctx *c, const nvf_moe_layer *l, nvf_verify_layer *out) {
                          v.t, s.finite ? "finite" : "NOT finite (NaN or Inf)");
             if (!s.finite)
                 rc = layer_finding(&v, ch, -1);
+            else if (c->o->backend)
+                rc = kernel_check(&v, yc, c->o->precision);
         }
     }
     if (rc == NVF_OK && have_yc && v.lin) {

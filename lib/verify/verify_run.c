@@ -178,7 +178,9 @@ static int open_all(vf_ctx *c, const char *ckpt_path, const char *reference_path
                                  "(BF16 or FP8)",
                                  reference_path, nvf_ckpt_format_name(c->ref->quant.format));
     }
-    r->method = c->prepared ? "cpu-prepared-reader" : "cpu-reference";
+    r->method = c->o->backend ? "cuda-kernels"
+                : c->prepared ? "cpu-prepared-reader"
+                              : "cpu-reference";
     r->layout_source = !c->prepared ? NULL : reference_path ? "reference" : "inverse-layout";
     return NVF_OK;
 }

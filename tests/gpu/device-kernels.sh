@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs on the device machine with carried binaries (see device-profile.sh): the GPU tests, then
-# `bench moe` of the default kernels beside the first ones (NVFP4_MOE_GEMM=v1) and the BF16
-# torch._grouped_mm baseline, per shape, plus a sweep of the 64-row tile switch
-# (NVFP4_MOE_TILE64_ROWS). Outputs under $OUT, tarred to $OUT/kernels.tgz.
+# `bench moe` of each kernel version (NVFP4_MOE_GEMM=v2, the default, at both precisions; v3 and
+# v1 at W4A16) beside the BF16 torch._grouped_mm baseline, per shape, plus a sweep of the 64-row
+# tile switch (NVFP4_MOE_TILE64_ROWS). Outputs under $OUT, tarred to $OUT/kernels.tgz.
 #   NVFP4_BIN, NVFP4_TESTS, NVFP4_COMMIT as for device-profile.sh; NVFP4_MOE_SHAPES,
-#   NVFP4_MOE_TOKENS, NVFP4_MOE_SWEEP (switch values, default "16 32").
+#   NVFP4_MOE_TOKENS, NVFP4_MOE_VERSIONS (default "v2 v3 v1"), NVFP4_MOE_SWEEP (switch values,
+#   default "16 48"; empty: none).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out/kernels}
@@ -21,6 +22,9 @@ rc=0
 OUT=$res bash tests/gpu/device-profile.sh test || rc=1
 if bash tests/cli/moe/cuda.sh >"$res/moe-cuda.log" 2>&1; then echo "PASS cli/moe/cuda"; else
     echo "FAIL cli/moe/cuda"; tail -20 "$res/moe-cuda.log"; rc=1; fi
+if bash tests/cli/verify/cuda.sh >"$res/verify-cuda.log" 2>&1; then echo "PASS cli/verify/cuda"; else
+    echo "FAIL cli/verify/cuda"; tail -20 "$res/verify-cuda.log"; rc=1; fi
+grep "kernel rel-L2" "$res/verify-cuda.log" | head -8
 tokens=${NVFP4_MOE_TOKENS:-1,8,16,128,512,1024,2048,4096}
 summary() { python3 - "$@" <<'PY'
 import json, sys
@@ -34,13 +38,15 @@ PY
 for s in ${NVFP4_MOE_SHAPES:-deepseek-v3 qwen3-30b-a3b gpt-oss-120b}; do
     python3 bench/moe_baseline.py --shape "$s" --tokens "$tokens" --out "$res/bf16-$s.json" \
         >"$res/bf16-$s.log" 2>&1 || { echo "baseline $s failed"; tail -5 "$res/bf16-$s.log"; rc=1; }
-    for v in v2 v1; do
+    for v in ${NVFP4_MOE_VERSIONS:-v2 v3 v1}; do
+        prec=w4a16
+        [ "$v" = v2 ] && prec=all
         NVFP4_MOE_GEMM=$v "$BIN" bench moe --device cuda --shape "$s" --tokens "$tokens" \
-            --precision w4a16 --baseline "$res/bf16-$s.json" --json >"$res/moe-$v-$s.json" \
+            --precision $prec --baseline "$res/bf16-$s.json" --json >"$res/moe-$v-$s.json" \
             2>"$res/moe-$v-$s.err" || { echo "bench $v $s failed"; tail -5 "$res/moe-$v-$s.err"; rc=1; }
         summary "$res/moe-$v-$s.json" "$v $s"
     done
-    for sw in ${NVFP4_MOE_SWEEP:-16 32}; do
+    for sw in ${NVFP4_MOE_SWEEP-16 48}; do
         NVFP4_MOE_TILE64_ROWS=$sw "$BIN" bench moe --device cuda --shape "$s" --tokens "$tokens" \
             --precision w4a16 --baseline "$res/bf16-$s.json" --json >"$res/moe-sw$sw-$s.json" \
             2>"$res/moe-sw$sw-$s.err" || { echo "bench sw$sw $s failed"; rc=1; }

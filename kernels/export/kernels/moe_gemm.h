@@ -123,8 +123,8 @@ typedef struct nvf_cuda_moe_plan {
  * with its 128x4 scales at sf + e * nvf_layout_bytes(128x4, N, K/16). tile_rows 16 or 64.
  * @return 0 or NVF_E_CUDA.
  */
-/** The same for 64-row tiles staged in shared memory (kernels/moe_gemm_tiled.cu); K % 32 == 0.
- * nvf_cuda_moe_gemm calls it where it applies. */
+/** The same staged in shared memory (kernels/moe_gemm_tiled.cu), 16- or 64-row tiles;
+ * K % 32 == 0. nvf_cuda_moe_gemm calls it where it applies. */
 int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                             const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k,
                             int chunks_per_split, const nvf_cuda_moe_plan *plan,
@@ -133,6 +133,9 @@ int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const uint16_t *
 /** The K step of the GEMM for K and the tile height, in 64-value chunks (1 or 2): the K ranges
  * of split-K (chunks_per_split) must be multiples of it. */
 int nvf_cuda_moe_gemm_step(int64_t k, int32_t tile_rows);
+
+/** Weight rows one CTA of the GEMM covers for K and the tile height (128 or 256). */
+int nvf_cuda_moe_gemm_cta_rows(int64_t k, int32_t tile_rows);
 
 int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                       const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k,

@@ -211,6 +211,15 @@ typedef struct nvf_moe_opts {
 int nvf_moe_forward_ref(float *y, const float *x, int64_t t, int64_t hidden,
                         const nvf_moe_spec *spec, nvf_moe_weights *w, const nvf_moe_opts *o);
 
+/**
+ * nvf_moe_forward_ref, or with o->backend the routed experts on its MoE kernels from the prepared
+ * layout (the router, routing and shared experts stay the CPU reference's): then
+ * NVF_E_UNSUPPORTED for a layer that is not NVFP4 at o->precision, W4A4 without the
+ * checkpoint's input scales, or per-token W4A4.
+ */
+int nvf_moe_forward(float *y, const float *x, int64_t t, int64_t hidden, const nvf_moe_spec *spec,
+                    nvf_moe_weights *w, const nvf_moe_opts *o);
+
 /* What nvf_moe_run_file() ran. */
 typedef struct nvf_moe_run_info {
     int64_t tokens, hidden, intermediate, n_experts, top_k;

@@ -44,7 +44,11 @@ typedef struct nvf_verify_opts {
     int per_token;               /* W4A4: per-token activation global scales */
     const int64_t *layers;       /* the layers to verify; NULL: every MoE layer */
     size_t n_layers;
-    const char *device; /* as asked ("cpu", "auto"); recorded in the report */
+    const char *device; /* as asked ("cpu", "auto", "cuda:0"); recorded in the report */
+    /* NULL: everything on the CPU. Else the checkpoint's layer runs its routed experts on this
+     * backend's MoE kernels (nvf_moe_forward), checked against the CPU reference on the same
+     * NVFP4 values ("kernel"); the per-expert checks stay on the CPU. */
+    struct nvf_backend *backend;
     /* called before each layer (done of total layers); may be NULL */
     void (*progress)(void *ctx, int64_t layer, size_t done, size_t total);
     void *progress_ctx;

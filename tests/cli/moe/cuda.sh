@@ -5,8 +5,7 @@
 # input_scale) on both devices: rel-L2 <= 1e-3 (W4A16) and <= 1e-2 (W4A4; an FC1 output whose
 # BF16 rounding differs by the summation order can take the neighbouring E2M1 value), the
 # output's metadata the same; a BF16 checkpoint without --precision is refused on the GPU
-# (exit 1: the kernels run NVFP4 experts). Without a GPU it checks nothing (errors.sh checks
-# exit 4).
+# (exit 1: the kernels run NVFP4 experts). Without a GPU: skipped (77; errors.sh checks exit 4).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
@@ -14,7 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 . "$here/../lib.sh"
 if ! nvidia-smi -L >/dev/null 2>&1; then
     echo "no GPU: skipped"
-    exit 0
+    exit 77
 fi
 check() { "$NVFP4_PYTHON" "$here/moe_check.py" "$@"; }
 below() { "$NVFP4_PYTHON" -c "import sys; sys.exit(0 if float('$1') <= $2 else 1)"; }
