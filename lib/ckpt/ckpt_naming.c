@@ -320,6 +320,8 @@ char *nvf_ckpt_module_of(const char *name) {
     size_t n = strlen(name);
     if (ckpt_ends_with(name, ".weight"))
         n -= strlen(".weight");
+    else if (ckpt_ends_with(name, ".weight_packed")) /* compressed-tensors NVFP4 */
+        n -= strlen(".weight_packed");
     char *m = malloc(n + 1);
     if (m) {
         memcpy(m, name, n);

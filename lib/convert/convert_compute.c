@@ -70,8 +70,10 @@ static int compute_quant(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv
                 "'%s': group of '%s' is all zero: ModelOpt's arithmetic would write NaN scales, "
                 "written as the default arithmetic writes it",
                 file_of(r, j->members[0].tensor), names[0]);
+    if (rc == NVF_OK && r->p->job_scale_2) /* this job's slot only: no other thread writes it */
+        r->p->job_scale_2[j - r->p->jobs] = nvf_quant_group_decode(gs, qp);
     if (rc == NVF_OK)
-        r->target->pack_job(buf, j, packed, scales, nvf_quant_group_decode(gs, qp));
+        rc = r->target->pack_job(b, buf, j, packed, scales, nvf_quant_group_decode(gs, qp));
     for (size_t k = 0; k < j->n_members; k++)
         free(packed[k]);
     return rc;
@@ -115,6 +117,6 @@ static int compute_dequant(uint8_t *buf, const cv_run *r, nvf_backend *b, const 
 
 int cv_compute_job(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *j) {
     if (j->kind == CV_JOB_NVFP4)
-        return cv_compute_nvfp4(buf, r, j);
+        return cv_compute_nvfp4(buf, r, b, j);
     return j->kind == CV_JOB_QUANT ? compute_quant(buf, r, b, j) : compute_dequant(buf, r, b, j);
 }

@@ -44,7 +44,7 @@ struct cv_dst {
 };
 
 static const char *const k_outputs[] = {NVF_MANIFEST_NAME, "model.safetensors.index.json",
-                                        "config.json", "hf_quant_config.json"};
+                                        "config.json", "hf_quant_config.json", CV_INVERSE_NAME};
 
 /* Remove every entry of `dst` for which drop(name, ctx) holds. */
 static int remove_where(const char *dst, int (*drop)(const char *, const void *), const void *ctx) {

@@ -48,6 +48,9 @@ typedef struct cv_member {
     int proj;             /* nvf_proj of a prepared expert member (NVF_PROJ_GATE_UP when split) */
     nvf_quant_source src; /* the 2-D view (CV_JOB_NVFP4: rows, logical cols, data = packed) */
     float decode;         /* CV_JOB_NVFP4: the member's stored decode scale (weight_scale_2) */
+    float input;          /* CV_JOB_NVFP4: the member's stored input scale (1.0 when absent) */
+    int scalar_ndim[2];   /* CV_JOB_NVFP4: ndim of its weight_scale_2 and input_scale tensors
+                             (-1: absent); 0 (shape []) otherwise */
     char *module[2];      /* output module names (module[1] only when split) */
 } cv_member;
 
@@ -134,6 +137,8 @@ typedef struct cv_plan {
     cJSON *requantized;     /* NVFP4 source: [{layer, expert, member, from, to}], or NULL */
     int ep;                 /* expert-parallel ranks: 1, or N with one directory per rank */
     int64_t (*ep_range)[2]; /* rank r's experts [first, count] (ep entries; NULL for modelopt) */
+    float *job_scale_2;     /* prepared targets: each quantization job's weight_scale_2 as
+                               computed (0: not computed in this run), for nvfp4-inverse.json */
     nvf_convert_summary counts;
 } cv_plan;
 
@@ -293,9 +298,11 @@ typedef struct cv_target {
     int (*plan)(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *opt);
     /** The j->bytes_out bytes of quantization job `j` into `buf`: member k quantized as
      * packed[k] (rows*cols/2 bytes) and scales[k] (rows*cols/16), decoding with `scale_2`
-     * (weight_scale_2: nvf_quant_group_decode of the group scale, which the arithmetic decides). */
-    void (*pack_job)(uint8_t *buf, const cv_job *j, uint8_t *const *packed, uint8_t *const *scales,
-                     float scale_2);
+     * (weight_scale_2: nvf_quant_group_decode of the group scale, which the arithmetic decides).
+     * Scale layouts run on backend `b` (nvf_backend_layout: the worker's CPU or GPU).
+     * @return 0 or a status (NVF_E_NOMEM, the backend's). */
+    int (*pack_job)(nvf_backend *b, uint8_t *buf, const cv_job *j, uint8_t *const *packed,
+                    uint8_t *const *scales, float scale_2);
     /** The manifest's "target" object. @return a new object, or NULL on no memory. */
     cJSON *(*manifest_target)(const cv_plan *p, const nvf_recipe *r);
     /** Write the target's metadata files into a->dst (after the index), each added to `m`. */
@@ -305,6 +312,18 @@ typedef struct cv_target {
 extern const cv_target cv_target_modelopt;
 extern const cv_target cv_target_prepared_w4a16;
 extern const cv_target cv_target_prepared_w4a4;
+
+/** nvfp4-inverse.json of a prepared plan: what `convert --target modelopt` of the prepared
+ * checkpoint needs to restore the source's ModelOpt tensors exactly (convert_prepared_record.c).
+ * @return a new document, or NULL (error set). */
+cJSON *cv_prepared_record(const cv_finish_args *a);
+
+/** Whether SRC is a prepared checkpoint (convert_unprepare.c): a directory whose config.json or
+ * nvfp4-manifest.json says so, or that holds rank directories. */
+int cv_unprepare_is_prepared(const char *src);
+
+/** `convert PREPARED DST --target modelopt`: the exact inverse (convert_unprepare.c). */
+int cv_unprepare_run(nvf_convert_summary *out, const nvf_convert_options *opt);
 
 /* The run ---------------------------------------------------------------------------------- */
 
@@ -339,7 +358,7 @@ int cv_compute_job(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *
 
 /** A CV_JOB_NVFP4 job: its members' stored bytes (one re-quantized onto the shared decode
  * scale when j->requant), laid out by the target. convert_nvfp4src.c. */
-int cv_compute_nvfp4(uint8_t *buf, const cv_run *r, const cv_job *j);
+int cv_compute_nvfp4(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *j);
 
 /** Plan-time part of CV_JOB_NVFP4 (convert_nvfp4src.c): member `m` of an NVFP4 source,
  * tensor `ti` (expert `e` of a fused one, or -1), `fused_gate_up` when it holds both halves;
@@ -354,6 +373,9 @@ int cv_nvfp4_job_scales(cv_job *j, cv_plan *p, const nvf_ckpt *ck, const char *l
                         int64_t expert, int strict, int pass);
 
 /* DST and journal -------------------------------------------------------------------------- */
+
+/** The record a prepared checkpoint keeps for its exact inverse (convert_prepared_record.c). */
+#define CV_INVERSE_NAME "nvfp4-inverse.json"
 
 /** The lock file in DST: held (flock) for the whole run, removed at the end. A part of
  * --shard i/N holds its own, .nvfp4-parts/i-of-N.lock, instead. */
@@ -477,6 +499,7 @@ struct cv_finish_args {
     int mixed;                  /* FP8 modules kept (MIXED_PRECISION) */
     const cv_sources *sources;  /* hashed; the side files are copied from here */
     const char *source_format;
+    const cJSON *source_hf_quant_config; /* the source's hf_quant_config.json, or NULL */
 };
 
 /**

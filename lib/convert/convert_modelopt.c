@@ -39,8 +39,9 @@ static uint8_t *put_linear(uint8_t *p, const uint8_t *packed, const uint8_t *sca
     return put_f32(p, input_scale);
 }
 
-static void modelopt_pack_job(uint8_t *buf, const cv_job *j, uint8_t *const *packed,
-                              uint8_t *const *scales, float scale_2) {
+static int modelopt_pack_job(nvf_backend *b, uint8_t *buf, const cv_job *j, uint8_t *const *packed,
+                             uint8_t *const *scales, float scale_2) {
+    (void)b; /* linear scales: nothing to lay out */
     uint8_t *p = buf;
     for (size_t k = 0; k < j->n_members; k++) {
         const cv_member *m = &j->members[k];
@@ -54,6 +55,7 @@ static void modelopt_pack_job(uint8_t *buf, const cv_job *j, uint8_t *const *pac
             p = put_linear(p, packed[k], scales[k], rows, cols, scale_2, j->input_scale);
         }
     }
+    return NVF_OK;
 }
 
 static cJSON *modelopt_manifest_target(const cv_plan *p, const nvf_recipe *r) {

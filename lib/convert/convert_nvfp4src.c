@@ -22,8 +22,21 @@
 #include "nvfp4/status.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A ModelOpt linear's weight_scale_2 and input_scale tensors as stored (shape [] or [1]; the
+ * input scale may be absent), for the exact inverse (nvfp4-inverse.json). */
+static void scalar_shapes(cv_member *m, const nvf_ckpt *ck) {
+    static const char *const suffix[2] = {".weight_scale_2", ".input_scale"};
+    for (int k = 0; k < 2; k++) {
+        char name[1024];
+        snprintf(name, sizeof name, "%s%s", m->module[0], suffix[k]);
+        const nvf_ckpt_tensor *t = nvf_ckpt_find(ck, name);
+        m->scalar_ndim[k] = t ? t->st->ndim : -1;
+    }
+}
 
 int cv_nvfp4_member(cv_member *m, const nvf_ckpt *ck, size_t ti, int64_t e, int proj,
                     int fused_gate_up) {
@@ -43,6 +56,8 @@ int cv_nvfp4_member(cv_member *m, const nvf_ckpt *ck, size_t ti, int64_t e, int 
     m->src.rows = v.rows;
     m->src.cols = v.cols;
     m->decode = v.decode_scale;
+    m->input = v.input_scale;
+    m->scalar_ndim[0] = m->scalar_ndim[1] = 0;
     if (e >= 0) {
         m->module[0] = nvf_ckpt_fused_module(st->name, e, fused_gate_up ? NVF_PROJ_GATE : proj);
         m->module[1] = fused_gate_up ? nvf_ckpt_fused_module(st->name, e, NVF_PROJ_UP) : NULL;
@@ -51,6 +66,8 @@ int cv_nvfp4_member(cv_member *m, const nvf_ckpt *ck, size_t ti, int64_t e, int 
     }
     if (!m->module[0] || (fused_gate_up && !m->module[1]))
         return nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
+    if (e < 0 && v.format == NVF_CKPT_FORMAT_NVFP4_MODELOPT)
+        scalar_shapes(m, ck);
     return NVF_OK;
 }
 
@@ -109,7 +126,7 @@ int cv_nvfp4_job_scales(cv_job *j, cv_plan *p, const nvf_ckpt *ck, const char *l
     return note_requant(p, layer, expert, which, m->decode, shared);
 }
 
-int cv_compute_nvfp4(uint8_t *buf, const cv_run *r, const cv_job *j) {
+int cv_compute_nvfp4(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *j) {
     uint8_t *packed[CV_MAX_MEMBERS] = {NULL}, *scales[CV_MAX_MEMBERS] = {NULL};
     uint8_t *own = NULL;
     int rc = NVF_OK;
@@ -137,7 +154,7 @@ int cv_compute_nvfp4(uint8_t *buf, const cv_run *r, const cv_job *j) {
         scales[k] = own + pb;
     }
     if (rc == NVF_OK)
-        r->target->pack_job(buf, j, packed, scales, 0.0f);
+        rc = r->target->pack_job(b, buf, j, packed, scales, 0.0f);
     free(own);
     return rc;
 }

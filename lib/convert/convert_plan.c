@@ -268,6 +268,9 @@ static int note_unquantized(cv_plan *p, const nvf_ckpt *ck, size_t ti, int fp8_k
         const nvf_st_tensor *sc = ck->tensors[t->scale].st;
         ok = cJSON_AddStringToObject(p->fp8_modules, m,
                                      nvf_ckpt_is_scale_inv(sc->name) ? "FP8_PB_WO" : "FP8") != NULL;
+    } else if (ok && t->st->dtype == NVF_DTYPE_U8 && t->scale_2 != NVF_CKPT_NONE) {
+        /* stored NVFP4 copied as it is: still NVFP4 in the output, not an excluded module */
+        ok = cJSON_AddItemToArray(p->nvfp4_modules, cJSON_CreateString(m)) != 0;
     } else if (ok) {
         ok = cJSON_AddItemToArray(p->exclude_modules, cJSON_CreateString(m));
     }
@@ -540,6 +543,7 @@ void cv_plan_free(cv_plan *p) {
         free(p->outs[i].name);
     nvf_plan_free(p->scope);
     free(p->ep_range);
+    free(p->job_scale_2);
     cJSON_Delete(p->exclude_modules);
     cJSON_Delete(p->fp8_modules);
     cJSON_Delete(p->nvfp4_modules);

@@ -24,6 +24,7 @@
 #include "nvfp4/version.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PREPARED_LAYOUT "flashinfer-cutedsl-nvfp4-v1"
@@ -35,17 +36,13 @@ static uint8_t *put_f32(uint8_t *p, float v) {
     return p + 4;
 }
 
-/* Scales [rows, kc] (row-major) into layout `l`, padding 0. */
-static uint8_t *put_scales(uint8_t *p, nvf_layout l, const uint8_t *scales, int64_t rows,
-                           int64_t kc) {
-    int64_t bytes = nvf_layout_bytes(l, rows, kc);
-    memset(p, 0, (size_t)bytes);
-    for (int64_t m = 0; m < rows; m++) {
-        const uint8_t *s = scales + m * kc;
-        for (int64_t k = 0; k < kc; k++)
-            p[nvf_layout_offset(l, m, k, kc)] = s[k];
-    }
-    return p + bytes;
+/* Scales [rows, kc] (row-major) into layout `l`, padding 0, on backend `b` (the CPU or the GPU
+ * lays them out, the same bytes). */
+static int put_scales(nvf_backend *b, uint8_t **p, nvf_layout l, const uint8_t *scales,
+                      int64_t rows, int64_t kc) {
+    int rc = nvf_backend_layout(b, *p, l, scales, NVF_LAYOUT_LINEAR, rows, kc, 1);
+    *p += nvf_layout_bytes(l, rows, kc);
+    return rc;
 }
 
 /* A job of stored NVFP4 (j->decode > 0) keeps its decode scale. */
@@ -56,21 +53,26 @@ static float alpha_of(const cv_job *j, float scale_2, int w4a4) {
 
 /* One linear of rows x cols: weight, laid-out scales, alpha (and the input scale when
  * `input_too`: a W4A4 dense linear's). */
-static uint8_t *put_dense(uint8_t *p, const cv_job *j, const uint8_t *packed, const uint8_t *scales,
-                          int64_t rows, int64_t cols, float scale_2, int w4a4, int input_too) {
+static int put_dense(nvf_backend *b, uint8_t **pp, const cv_job *j, const uint8_t *packed,
+                     const uint8_t *scales, int64_t rows, int64_t cols, float scale_2, int w4a4,
+                     int input_too) {
     size_t pb = (size_t)(rows * cols / 2);
-    memcpy(p, packed, pb);
-    p = put_scales(p + pb, (nvf_layout)j->layout, scales, rows, cols / NVF_BLOCK);
-    p = put_f32(p, alpha_of(j, scale_2, w4a4));
-    return input_too ? put_f32(p, j->input_scale) : p;
+    memcpy(*pp, packed, pb);
+    *pp += pb;
+    int rc = put_scales(b, pp, (nvf_layout)j->layout, scales, rows, cols / NVF_BLOCK);
+    *pp = put_f32(*pp, alpha_of(j, scale_2, w4a4));
+    if (input_too)
+        *pp = put_f32(*pp, j->input_scale);
+    return rc;
 }
 
 /*
  * The w13 rows of one expert: the gate and up matrices [I, H] are either two members or the two
- * halves of one split member (gate rows first). Row r of the output is nvf_w13_source_row(r).
+ * halves of one split member (gate rows first). Row r of the output is nvf_w13_source_row(r);
+ * the scale rows are permuted the same way (linear), then laid out on the backend.
  */
-static uint8_t *put_w13(uint8_t *p, const cv_job *j, uint8_t *const *packed, uint8_t *const *scales,
-                        float scale_2, int w4a4) {
+static int put_w13(nvf_backend *b, uint8_t *p, const cv_job *j, uint8_t *const *packed,
+                   uint8_t *const *scales, float scale_2, int w4a4) {
     const cv_member *m0 = &j->members[0];
     int split = m0->split;
     int64_t I = split ? m0->src.rows / 2 : m0->src.rows, H = m0->src.cols;
@@ -89,62 +91,62 @@ static uint8_t *put_w13(uint8_t *p, const cv_job *j, uint8_t *const *packed, uin
             sp[pr] = scales[k];
         }
     }
+    uint8_t *lin = malloc((size_t)(2 * I * kc) + 1);
+    if (!lin)
+        return nvf_error_set(NVF_E_NOMEM, "no memory to lay out '%s'", m0->module[0]);
     for (int64_t r = 0; r < 2 * I; r++) {
         int proj;
         int64_t row = nvf_w13_source_row(r, &proj);
         memcpy(p + r * rb, wp[proj] + row * rb, (size_t)rb);
+        memcpy(lin + r * kc, sp[proj] + row * kc, (size_t)kc);
     }
     p += 2 * I * rb;
-    nvf_layout l = (nvf_layout)j->layout;
-    int64_t bytes = nvf_layout_bytes(l, 2 * I, kc);
-    memset(p, 0, (size_t)bytes);
-    for (int64_t r = 0; r < 2 * I; r++) {
-        int proj;
-        int64_t row = nvf_w13_source_row(r, &proj);
-        const uint8_t *s = sp[proj] + row * kc;
-        for (int64_t k = 0; k < kc; k++)
-            p[nvf_layout_offset(l, r, k, kc)] = s[k];
-    }
-    p = put_f32(p + bytes, alpha_of(j, scale_2, w4a4));
-    return w4a4 ? put_f32(p, j->input_scale) : p;
+    int rc = put_scales(b, &p, (nvf_layout)j->layout, lin, 2 * I, kc);
+    free(lin);
+    p = put_f32(p, alpha_of(j, scale_2, w4a4));
+    if (w4a4)
+        put_f32(p, j->input_scale);
+    return rc;
 }
 
-static void prepared_pack(uint8_t *buf, const cv_job *j, uint8_t *const *packed,
-                          uint8_t *const *scales, float scale_2, int w4a4) {
+static int prepared_pack(nvf_backend *b, uint8_t *buf, const cv_job *j, uint8_t *const *packed,
+                         uint8_t *const *scales, float scale_2, int w4a4) {
     uint8_t *p = buf;
-    if (j->prep == CV_PREP_W13) {
-        put_w13(p, j, packed, scales, scale_2, w4a4);
-        return;
-    }
+    if (j->prep == CV_PREP_W13)
+        return put_w13(b, p, j, packed, scales, scale_2, w4a4);
     if (j->prep == CV_PREP_W2) {
         const cv_member *m = &j->members[0];
-        p = put_dense(p, j, packed[0], scales[0], m->src.rows, m->src.cols, scale_2, w4a4, 0);
+        int rc =
+            put_dense(b, &p, j, packed[0], scales[0], m->src.rows, m->src.cols, scale_2, w4a4, 0);
         if (j->fc2_span > 0)
             put_f32(p, j->fc2_input_scale);
-        return;
+        return rc;
     }
-    for (size_t k = 0; k < j->n_members; k++) {
+    int rc = NVF_OK;
+    for (size_t k = 0; k < j->n_members && rc == NVF_OK; k++) {
         const cv_member *m = &j->members[k];
         int64_t rows = m->src.rows, cols = m->src.cols;
         if (m->split) {
             size_t pb = (size_t)(rows * cols / 2), sb = (size_t)(rows * cols / NVF_BLOCK);
-            p = put_dense(p, j, packed[k], scales[k], rows / 2, cols, scale_2, w4a4, w4a4);
-            p = put_dense(p, j, packed[k] + pb / 2, scales[k] + sb / 2, rows / 2, cols, scale_2,
-                          w4a4, w4a4);
+            rc = put_dense(b, &p, j, packed[k], scales[k], rows / 2, cols, scale_2, w4a4, w4a4);
+            if (rc == NVF_OK)
+                rc = put_dense(b, &p, j, packed[k] + pb / 2, scales[k] + sb / 2, rows / 2, cols,
+                               scale_2, w4a4, w4a4);
         } else {
-            p = put_dense(p, j, packed[k], scales[k], rows, cols, scale_2, w4a4, w4a4);
+            rc = put_dense(b, &p, j, packed[k], scales[k], rows, cols, scale_2, w4a4, w4a4);
         }
     }
+    return rc;
 }
 
-static void pack_w4a16(uint8_t *buf, const cv_job *j, uint8_t *const *packed,
-                       uint8_t *const *scales, float scale_2) {
-    prepared_pack(buf, j, packed, scales, scale_2, 0);
+static int pack_w4a16(nvf_backend *b, uint8_t *buf, const cv_job *j, uint8_t *const *packed,
+                      uint8_t *const *scales, float scale_2) {
+    return prepared_pack(b, buf, j, packed, scales, scale_2, 0);
 }
 
-static void pack_w4a4(uint8_t *buf, const cv_job *j, uint8_t *const *packed, uint8_t *const *scales,
-                      float scale_2) {
-    prepared_pack(buf, j, packed, scales, scale_2, 1);
+static int pack_w4a4(nvf_backend *b, uint8_t *buf, const cv_job *j, uint8_t *const *packed,
+                     uint8_t *const *scales, float scale_2) {
+    return prepared_pack(b, buf, j, packed, scales, scale_2, 1);
 }
 
 static const char *precision_of(const nvf_recipe *r) {
@@ -221,7 +223,9 @@ static cJSON *quant_config(const cv_plan *p, const nvf_recipe *r, int rank) {
 
 static int prepared_write_metadata(const cv_finish_args *a, nvf_manifest *m) {
     const cv_plan *p = a->plan;
-    int rc = NVF_OK;
+    /* The record of the exact inverse first (nvfp4-inverse.json, at the top: all ranks). */
+    cJSON *record = cv_prepared_record(a);
+    int rc = record ? cv_finish_write_json(a, m, CV_INVERSE_NAME, record) : nvf_error_code();
     for (int k = 0; k < p->ep && rc == NVF_OK; k++) {
         char name[64];
         if (p->ep > 1)

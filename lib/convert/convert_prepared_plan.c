@@ -445,6 +445,8 @@ int cv_prepared_plan(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_option
     }
     if (rc == NVF_OK)
         rc = prep_ranges(p, ck, c.ep);
+    if (rc == NVF_OK && !(p->job_scale_2 = calloc(p->n_jobs ? p->n_jobs : 1, sizeof(float))))
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
     free(c.layer_of);
     free(c.planned);
     if (rc != NVF_OK) {

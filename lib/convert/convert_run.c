@@ -145,6 +145,10 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
         rc = nvf_error_code();
         goto done;
     }
+    if (r.target == &cv_target_modelopt && cv_unprepare_is_prepared(opt->src)) {
+        rc = cv_unprepare_run(out, opt); /* the inverse of a prepared target */
+        goto done;
+    }
     if ((rc = nvf_ckpt_open(&ck, opt->src)) != NVF_OK)
         goto done;
     r.ck = ck;
@@ -208,6 +212,7 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
             .mixed = opt->keep_source_precision && cJSON_GetArraySize(r.p->fp8_modules) > 0,
             .sources = &r.src,
             .source_format = nvf_ckpt_format_name(ck->quant.format),
+            .source_hf_quant_config = nvf_ckpt_hf_quant_config_doc(ck),
         };
         rc = cv_finish_outputs(out, &fa);
     }

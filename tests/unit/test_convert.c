@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+static nvf_backend *g_cpu; /* the prepared pack lays scales out on a backend */
+
 static uint32_t le32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
@@ -41,8 +43,8 @@ static void test_modelopt_pack(void) {
     j.members[1].src.cols = 16;
     j.members[1].split = 1;
     memset(buf, 0xEE, sizeof buf);
-    cv_target_modelopt.pack_job(buf, &j, packed, sc, 0.25f); /* weight_scale_2 as given */
-    const uint32_t quarter = 0x3E800000u, two = 0x40000000u; /* 0.25f = 1/4, 2.0f */
+    cv_target_modelopt.pack_job(g_cpu, buf, &j, packed, sc, 0.25f); /* weight_scale_2 as given */
+    const uint32_t quarter = 0x3E800000u, two = 0x40000000u;        /* 0.25f = 1/4, 2.0f */
     CHECK(memcmp(buf, codes[0], 32) == 0 && memcmp(buf + 32, scales[0], 4) == 0);
     CHECK_EQ_U64(le32(buf + 36), quarter);
     CHECK_EQ_U64(le32(buf + 40), two);
@@ -96,7 +98,7 @@ static void test_prepared_w13(void) {
     }
     uint8_t *packed[2] = {up, gate}, *sc[2] = {us, gs_};
     memset(buf, 0xEE, sizeof buf);
-    cv_target_prepared_w4a4.pack_job(buf, &j, packed, sc, 0.25f);
+    cv_target_prepared_w4a4.pack_job(g_cpu, buf, &j, packed, sc, 0.25f);
     CHECK(buf[0] == 128 && buf[63 * RB] == 128 + 63 && buf[64 * RB] == 0 &&
           buf[127 * RB + RB - 1] == 63);
     const uint8_t *s = buf + 2 * I * RB;
@@ -114,10 +116,10 @@ static void test_prepared_w13(void) {
     j.members[0].src.rows = 2 * I;
     uint8_t *fp[1] = {fused}, *fsc[1] = {fs};
     memset(buf2, 0xEE, sizeof buf2);
-    cv_target_prepared_w4a4.pack_job(buf2, &j, fp, fsc, 0.25f);
+    cv_target_prepared_w4a4.pack_job(g_cpu, buf2, &j, fp, fsc, 0.25f);
     CHECK(memcmp(buf, buf2, LEN) == 0);
     memset(buf2, 0xEE, sizeof buf2);
-    cv_target_prepared_w4a16.pack_job(buf2, &j, fp, fsc, 0.25f);
+    cv_target_prepared_w4a16.pack_job(g_cpu, buf2, &j, fp, fsc, 0.25f);
     CHECK(memcmp(buf, buf2, LEN - 8) == 0);
     CHECK_EQ_U64(le32(buf2 + LEN - 8), 0x3E800000u); /* 0.25 */
     CHECK(buf2[LEN - 4] == 0xEE);                    /* nothing more */
@@ -247,8 +249,13 @@ int main(void) {
 
     cv_plan_free(p);
 
+    nvf_device cpu;
+    CHECK(nvf_device_select(&cpu, "cpu") == 0);
+    CHECK(nvf_backend_open(&g_cpu, &cpu, 2) == 0);
     test_modelopt_pack();
-    test_prepared_w13();
+    if (g_cpu)
+        test_prepared_w13();
+    nvf_backend_close(g_cpu);
 
     /* A whole run in small shards: progress counts source bytes, the sum of the source tensors'
      * sizes (read here from the checkpoint), all of them before the final call. */

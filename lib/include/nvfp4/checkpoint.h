@@ -123,7 +123,8 @@ nvf_ckpt_role nvf_ckpt_role_of(const char *name, int *is_weight);
 char *nvf_ckpt_fused_module(const char *fused_name, int64_t expert, nvf_proj proj);
 
 /**
- * The module of a linear weight: its name without ".weight" (the name itself otherwise), as
+ * The module of a linear weight: its name without ".weight" (compressed-tensors:
+ * ".weight_packed"; the name itself otherwise), as
  * the loaders' module lists name it.
  * @return a string the caller frees, or NULL when out of memory.
  */
