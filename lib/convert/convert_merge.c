@@ -263,6 +263,21 @@ static void take_shard(faults *f, cv_plan *p, cv_shard *sh, const cv_part *part,
               part->count, sh->name, k, sh->n_out);
         return;
     }
+    const cJSON *ws2 = cJSON_GetObjectItemCaseSensitive(e, "job_scale_2"), *v;
+    if (p->job_scale_2 && cJSON_IsArray(ws2)) {
+        if ((size_t)cJSON_GetArraySize(ws2) != sh->n_jobs) {
+            fault(f, "part %d-of-%d: shard '%s' lists %d job scales, the plan has %zu jobs",
+                  part->index, part->count, sh->name, cJSON_GetArraySize(ws2), sh->n_jobs);
+            return;
+        }
+        k = 0;
+        cJSON_ArrayForEach(v, ws2) {
+            uint32_t bits = (uint32_t)strtoul(v->valuestring, NULL, 16);
+            float x;
+            memcpy(&x, &bits, sizeof x);
+            p->job_scale_2[sh->first_job + k++] = v->valuestring[0] ? x : 0.0f;
+        }
+    }
     sh->file_bytes = (uint64_t)cJSON_GetObjectItemCaseSensitive(e, "bytes")->valuedouble;
     snprintf(sh->sha256, sizeof sh->sha256, "%s",
              cJSON_GetObjectItemCaseSensitive(e, "sha256")->valuestring);
@@ -460,6 +475,7 @@ int nvf_merge_run(nvf_merge_summary *out, const nvf_merge_options *o) {
         .mixed = b.opt.keep_source_precision && cJSON_GetArraySize(b.p->fp8_modules) > 0,
         .sources = &b.src,
         .source_format = nvf_ckpt_format_name(b.ck->quant.format),
+        .source_hf_quant_config = nvf_ckpt_hf_quant_config_doc(b.ck),
     };
     if ((rc = cv_finish_outputs(&out->convert, &fa)) == NVF_OK)
         rc = remove_parts_dir(o->dst);

@@ -146,7 +146,13 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
         goto done;
     }
     if (r.target == &cv_target_modelopt && cv_unprepare_is_prepared(opt->src)) {
-        rc = cv_unprepare_run(out, opt); /* the inverse of a prepared target */
+        /* the inverse of a prepared target: one job (it converts a temporary ModelOpt copy) */
+        rc = opt->shard_count > 0
+                 ? nvf_error_set(NVF_E_INVALID,
+                                 "--shard %d/%d: '%s' is a prepared checkpoint, and its inverse "
+                                 "(--target modelopt) runs as one job",
+                                 opt->shard_index, opt->shard_count, opt->src)
+                 : cv_unprepare_run(out, opt);
         goto done;
     }
     if ((rc = nvf_ckpt_open(&ck, opt->src)) != NVF_OK)
