@@ -164,6 +164,13 @@ static nvf_ckpt_format modelopt_algo(const char *algo) {
  * [128, 128]; `weight_scale` is then the block scale), other 8-bit ones FP8 per tensor. */
 static nvf_ckpt_format ct_format(nvf_ckpt_quant *q, const cJSON *qc) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(qc, "format");
+    const cJSON *ga;
+    cJSON_ArrayForEach(ga, cJSON_GetObjectItemCaseSensitive(qc, "config_groups")) {
+        const cJSON *in = cJSON_GetObjectItemCaseSensitive(ga, "input_activations");
+        const cJSON *ib = cJSON_GetObjectItemCaseSensitive(in, "num_bits");
+        if (cJSON_IsNumber(ib) && ib->valuedouble == 4)
+            q->ct_input_activations = 1;
+    }
     if (cJSON_IsString(fmt) && strcmp(fmt->valuestring, "nvfp4-pack-quantized") == 0)
         return NVF_CKPT_FORMAT_NVFP4_CT;
     const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");

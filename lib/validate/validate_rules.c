@@ -3,7 +3,8 @@
  *   1. the ModelOpt config rules (nvf_modelopt_check_config, lib/ckpt);
  *   2. every NVFP4 linear (ModelOpt or compressed-tensors) has its four tensors with dtypes U8 /
  *      F8_E4M3 / F32 / F32 and shapes weight [out, in/2], weight_scale [out, in/16], scalars
- *      (linear.*); compressed-tensors' input_global_scale is optional (W4A16 exports omit it);
+ *      (linear.*); compressed-tensors' input_global_scale is optional where no config group
+ *      quantizes the input activations (W4A16 exports omit it), required where one does (W4A4);
  *   3. the members of a global-scale group (an expert's gate/up, an attention's q/k/v) share
  *      weight_scale_2 and input_scale (SPEC section 5; loaders keep one of them);
  *   4. every expert of every MoE layer is present with its three projections, each of the shape
@@ -51,7 +52,7 @@ static int check_linear(vd_ctx *c, const nvf_ckpt *ck, size_t i, const char *pre
     file_of(ck, i, prefix, file, sizeof file);
     int rc = NVF_OK;
     for (int k = 1; k < 4 && rc == NVF_OK; k++) {
-        if (idx[k] != NVF_CKPT_NONE || (k == 3 && ct))
+        if (idx[k] != NVF_CKPT_NONE || (k == 3 && ct && !ck->quant.ct_input_activations))
             continue;
         rc = nvf_ckpt_companion_name(name, sizeof name, t->st->name, (nvf_companion)k, ct);
         if (rc == NVF_OK)

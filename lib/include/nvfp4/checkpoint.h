@@ -281,6 +281,9 @@ typedef struct nvf_ckpt_quant {
     char prep_precision[8];    /* "w4a16" | "w4a4" */
     char prep_scale_layout[8]; /* "128x4" | "8x4" */
     int64_t ep_size, ep_rank, expert_first, expert_count;
+    /* NVF_CKPT_FORMAT_NVFP4_CT: a config group quantizes the input activations to 4 bits (W4A4:
+     * every linear needs its input_global_scale); 0 for W4A16 exports */
+    int ct_input_activations;
 } nvf_ckpt_quant;
 
 typedef enum nvf_router_kind {
