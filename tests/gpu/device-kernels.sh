@@ -25,6 +25,28 @@ if bash tests/cli/moe/cuda.sh >"$res/moe-cuda.log" 2>&1; then echo "PASS cli/moe
 if bash tests/cli/verify/cuda.sh >"$res/verify-cuda.log" 2>&1; then echo "PASS cli/verify/cuda"; else
     echo "FAIL cli/verify/cuda"; tail -20 "$res/verify-cuda.log"; rc=1; fi
 grep "kernel rel-L2" "$res/verify-cuda.log" | head -8
+# Prepared targets (the pack lays scales out through the backend: on the GPU with --device
+# cuda) and their inverse: --device cpu and cuda write the same bytes.
+pc=$(mktemp -d)
+"$BIN" synth "$pc/src" --preset qwen3-moe --dtype fp8-block --layers 2 --experts 8 --quiet
+for args in "--target prepared-w4a16" "--target prepared-w4a4 --scale-layout 8x4" \
+    "--target prepared-w4a16 --ep 2"; do
+    for d in cpu cuda; do
+        rm -rf "$pc/$d"
+        "$BIN" convert "$pc/src" "$pc/$d" $args --device $d --quiet >/dev/null ||
+            { echo "prepared cmp: convert $args --device $d failed"; rc=1; }
+    done
+    if diff -r "$pc/cpu" "$pc/cuda" >/dev/null; then echo "prepared cmp: $args: cpu and cuda identical"
+    else echo "prepared cmp: $args: cpu and cuda DIFFER"; rc=1; fi
+    for d in cpu cuda; do
+        rm -rf "$pc/inv-$d"
+        "$BIN" convert "$pc/cpu" "$pc/inv-$d" --target modelopt --device $d --quiet >/dev/null ||
+            { echo "inverse: --device $d failed"; rc=1; }
+    done
+    if diff -r "$pc/inv-cpu" "$pc/inv-cuda" >/dev/null; then echo "inverse cmp: $args: cpu and cuda identical"
+    else echo "inverse cmp: $args: cpu and cuda DIFFER"; rc=1; fi
+done
+rm -rf "$pc"
 tokens=${NVFP4_MOE_TOKENS:-1,8,16,128,512,1024,2048,4096}
 summary() { python3 - "$@" <<'PY'
 import json, sys
