@@ -141,14 +141,13 @@ static int read_record(cJSON **out, const char *src, int *ep, nvf_layout *layout
         n->valuedouble > 99999 || n->valuedouble != (double)(int)n->valuedouble ||
         (strcmp(f->valuestring, "prepared-w4a16") != 0 &&
          strcmp(f->valuestring, "prepared-w4a4") != 0) ||
-        (strcmp(l->valuestring, "128x4") != 0 && strcmp(l->valuestring, "8x4") != 0))
+        !nvf_layout_from_name(l->valuestring, layout))
         return nvf_error_set(NVF_E_FORMAT,
                              "'%s/%s': \"format\", \"scale_layout\" or \"ep\" is missing or not "
                              "one this tool writes",
                              src, CV_INVERSE_NAME);
     *ep = (int)n->valuedouble;
     *w4a4 = strcmp(f->valuestring, "prepared-w4a4") == 0;
-    *layout = strcmp(l->valuestring, "8x4") == 0 ? NVF_LAYOUT_8X4 : NVF_LAYOUT_128X4;
     return NVF_OK;
 }
 

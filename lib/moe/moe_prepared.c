@@ -274,11 +274,7 @@ int moe_prepared_open(nvf_moe_weights **out, const nvf_ckpt *ck, const nvf_moe_l
     *out = NULL;
     const nvf_ckpt_quant *q = &ck->quant;
     nvf_layout layout;
-    if (strcmp(q->prep_scale_layout, "128x4") == 0)
-        layout = NVF_LAYOUT_128X4;
-    else if (strcmp(q->prep_scale_layout, "8x4") == 0)
-        layout = NVF_LAYOUT_8X4;
-    else
+    if (!nvf_layout_from_name(q->prep_scale_layout, &layout))
         return nvf_error_set(NVF_E_FORMAT,
                              "%s: config.json's quantization_config.scale_layout is '%s'; "
                              "expected 128x4 or 8x4",

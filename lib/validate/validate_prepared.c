@@ -191,11 +191,7 @@ int vd_check_prepared(vd_ctx *c, const nvf_ckpt *ck, const char *prefix) {
     char cfg[NAME_CAP];
     snprintf(cfg, sizeof cfg, "%sconfig.json", prefix);
     nvf_layout layout;
-    if (strcmp(q->prep_scale_layout, "128x4") == 0)
-        layout = NVF_LAYOUT_128X4;
-    else if (strcmp(q->prep_scale_layout, "8x4") == 0)
-        layout = NVF_LAYOUT_8X4;
-    else
+    if (!nvf_layout_from_name(q->prep_scale_layout, &layout))
         return nvf_findings_add(c->out, "prepared.layout", "error", cfg, "",
                                 "%s: quantization_config.scale_layout is '%s'; expected 128x4 or "
                                 "8x4",

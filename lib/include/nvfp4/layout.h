@@ -26,6 +26,7 @@
 #include "nvfp4/format.h"
 
 #include <stdint.h>
+#include <string.h>
 
 /** A block-scale layout. The values are stable (kernel arguments, manifests). */
 typedef enum nvf_layout {
@@ -133,6 +134,18 @@ NVF_HOST_DEVICE static inline int64_t nvf_w13_prepared_row(int proj, int64_t i) 
 /** Stable names: "linear", "128x4", "8x4". Never NULL. */
 static inline const char *nvf_layout_name(nvf_layout l) {
     return l == NVF_LAYOUT_128X4 ? "128x4" : l == NVF_LAYOUT_8X4 ? "8x4" : "linear";
+}
+
+/** A prepared scale layout by its name ("128x4" or "8x4") into *out. @return 1, or 0 for any
+ * other name (NULL included). */
+static inline int nvf_layout_from_name(const char *name, nvf_layout *out) {
+    if (name && strcmp(name, "128x4") == 0)
+        *out = NVF_LAYOUT_128X4;
+    else if (name && strcmp(name, "8x4") == 0)
+        *out = NVF_LAYOUT_8X4;
+    else
+        return 0;
+    return 1;
 }
 
 #endif
