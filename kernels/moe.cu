@@ -181,25 +181,42 @@ __global__ void fc1_epilogue_kernel(uint16_t *h, const float *ws, int64_t split_
     }
 }
 
-/* y[t, c] = sum over the token's slots in order of weight * (alpha2_e * FC2[row, c]). */
+/* y[t, c] = sum over the token's slots in order of weight * (alpha2_e * FC2[row, c]). Block
+ * (token, column range): the token's slots (row, weight, alpha2) are read once into shared
+ * memory, then each thread sums FIN_COLS / FIN_THREADS columns; the arithmetic per element is
+ * the same sequence as ever (splits in order, slots in order). */
+#define FIN_THREADS 256
+#define FIN_COLS    1024
 __global__ void finalize_kernel(float *y, const float *ws, int64_t split_stride, int splits,
                                 const int32_t *row_of, const int32_t *ids, const float *weights,
-                                int64_t t, int64_t top_k, int64_t hidden, int64_t expert0,
+                                int64_t top_k, int64_t hidden, int64_t expert0,
                                 const float *alpha2) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < t * hidden;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t tok = i / hidden, c = i % hidden;
+    extern __shared__ float fin[]; /* [top_k] weights, [top_k] alphas, [top_k] rows */
+    float *wt = fin, *al = fin + top_k;
+    int32_t *rows = (int32_t *)(fin + 2 * top_k);
+    int64_t tok = blockIdx.x;
+    for (int64_t j = threadIdx.x; j < top_k; j += blockDim.x) {
+        int32_t r = row_of[tok * top_k + j];
+        rows[j] = r;
+        wt[j] = weights[tok * top_k + j];
+        al[j] = r >= 0 ? alpha2[ids[tok * top_k + j] - expert0] : 0.0f;
+    }
+    __syncthreads();
+    int64_t c1 = ((int64_t)blockIdx.y + 1) * FIN_COLS < hidden
+                     ? ((int64_t)blockIdx.y + 1) * FIN_COLS
+                     : hidden;
+    for (int64_t c = (int64_t)blockIdx.y * FIN_COLS + threadIdx.x; c < c1; c += blockDim.x) {
         float acc = 0.0f;
         for (int64_t j = 0; j < top_k; j++) {
-            int32_t r = row_of[tok * top_k + j];
+            int32_t r = rows[j];
             if (r < 0)
                 continue;
             float v = 0.0f;
             for (int z = 0; z < splits; z++)
                 v = v + ws[z * split_stride + (int64_t)r * hidden + c];
-            acc = acc + weights[tok * top_k + j] * (v * alpha2[ids[tok * top_k + j] - expert0]);
+            acc = acc + wt[j] * (v * al[j]);
         }
-        y[i] = acc;
+        y[tok * hidden + c] = acc;
     }
 }
 
@@ -412,8 +429,9 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
         rc = nvf_cuda_moe_gemm(m->ws, stride2, m->h, 0, L->w2, L->w2_sf, H, I, cps2, &plan, stream);
         if (rc)
             goto done;
-        finalize_kernel<<<grid, 256, 0, stream>>>(y, m->ws, stride2, s2, m->row_of, ids, weights, t,
-                                                  k, H, expert0, L->w2_alpha);
+        finalize_kernel<<<dim3((unsigned)t, (unsigned)((H + FIN_COLS - 1) / FIN_COLS)), FIN_THREADS,
+                          (size_t)(3 * k) * 4, stream>>>(y, m->ws, stride2, s2, m->row_of, ids,
+                                                         weights, k, H, expert0, L->w2_alpha);
         NVF_CUDA_TRY(cudaGetLastError());
     }
 done:
