@@ -139,6 +139,9 @@ typedef struct cv_plan {
     int64_t (*ep_range)[2]; /* rank r's experts [first, count] (ep entries; NULL for modelopt) */
     float *job_scale_2;     /* prepared targets: each quantization job's weight_scale_2 as
                                computed (0: not computed in this run), for nvfp4-inverse.json */
+    cJSON *modelopt_jobs;   /* prepared targets: the outputs of the direct modelopt plan of the
+                               source, [[name, ...] per job, in plan order] (nvfp4-inverse.json:
+                               the inverse writes its shards in that order and split) */
     nvf_convert_summary counts;
 } cv_plan;
 
@@ -176,7 +179,24 @@ typedef struct cv_plan_hooks {
     int (*linear_outs)(void *ctx, cv_builder *b, const char *module, int64_t rows, int64_t cols);
     /** A routed expert weight to quantize, in name order, in the pass of `rank`. */
     int (*expert)(void *ctx, cv_builder *b, const nvf_ckpt *ck, size_t ti, int rank);
+    int quiet; /* log nothing (a second plan of the same source, cv_plan_modelopt_jobs) */
 } cv_plan_hooks;
+
+/** Fill the shards of rank r's jobs [first[r], first[r + 1]) greedily up to `max_shard` (a
+ * same_shard job stays with the job before it; with `span` such a run of jobs is measured
+ * whole), freeing any shards the plan had. @return 0 or NVF_E_NOMEM. */
+int cv_plan_assign_shards(cv_plan *p, uint64_t max_shard, const size_t *first, int ep, int span);
+
+/** The outputs of the direct modelopt plan of `ck` with `opt`'s recipe (target modelopt, empty
+ * scope allowed): [[name, ...] per job, in plan order] (convert_plan_order.c). @return 0 or a
+ * status (the plan's). */
+int cv_plan_modelopt_jobs(cJSON **out, const nvf_ckpt *ck, const nvf_convert_options *opt);
+
+/** Reorder the jobs of a plan whose outputs are those of `jobs` (cv_plan_modelopt_jobs of
+ * another checkpoint with the same output tensors) into that order, each listed job's jobs kept
+ * in one shard, and shard again with `max_shard`. *applied is 0 (the plan unchanged, a warning
+ * logged naming the first difference) when the outputs do not match. @return 0 or NVF_E_NOMEM. */
+int cv_plan_order(cv_plan *p, const cJSON *jobs, uint64_t max_shard, int *applied);
 
 /** cv_plan_build with a target's hooks (NULL: modelopt). */
 int cv_plan_build_with(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_options *opt,
@@ -321,6 +341,11 @@ cJSON *cv_prepared_record(const cv_finish_args *a);
 /** Whether SRC is a prepared checkpoint (convert_unprepare.c): a directory whose config.json or
  * nvfp4-manifest.json says so, or that holds rank directories. */
 int cv_unprepare_is_prepared(const char *src);
+
+/** nvf_convert_run with the jobs of `order` (a record's "modelopt_jobs", or NULL) as the output
+ * order and split (cv_plan_order), for the inverse's conversion of its restored copy. */
+int cv_convert_run_ordered(nvf_convert_summary *out, const nvf_convert_options *opt,
+                           const cJSON *order);
 
 /** `convert PREPARED DST --target modelopt`: the exact inverse (convert_unprepare.c). */
 int cv_unprepare_run(nvf_convert_summary *out, const nvf_convert_options *opt);

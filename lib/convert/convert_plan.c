@@ -301,9 +301,10 @@ static int add_keep_job(builder *b, const nvf_ckpt *ck, size_t ti, const int *de
 }
 
 /* The shards of rank r's jobs [first[r], first[r + 1]), filled greedily; a same_shard job stays
- * with the job before it. Without ranks the names are "model-0000k-of-0000M.safetensors"; with
- * them "rank-0000r-of-0000N/" comes first. */
-static int assign_shards(cv_plan *p, uint64_t max_shard, const size_t *first, int ep) {
+ * with the job before it. With `span`, a job and the same_shard jobs after it are one unit that
+ * is measured whole (the jobs of one planned job, cv_plan_order). Without ranks the names are
+ * "model-0000k-of-0000M.safetensors"; with them "rank-0000r-of-0000N/" comes first. */
+int cv_plan_assign_shards(cv_plan *p, uint64_t max_shard, const size_t *first, int ep, int span) {
     size_t *count = calloc((size_t)ep, sizeof *count), total = 0;
     if (!count)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
@@ -312,7 +313,10 @@ static int assign_shards(cv_plan *p, uint64_t max_shard, const size_t *first, in
         uint64_t cur = 0;
         for (size_t i = first[r]; i < first[r + 1]; i++) {
             cv_job *j = &p->jobs[i];
-            if (i == first[r] || (!j->same_shard && cur > 0 && cur + j->bytes_out > max_shard)) {
+            uint64_t unit = j->bytes_out;
+            for (size_t k = i + 1; span && k < first[r + 1] && p->jobs[k].same_shard; k++)
+                unit += p->jobs[k].bytes_out;
+            if (i == first[r] || (!j->same_shard && cur > 0 && cur + unit > max_shard)) {
                 n++;
                 cur = 0;
             }
@@ -322,6 +326,8 @@ static int assign_shards(cv_plan *p, uint64_t max_shard, const size_t *first, in
         count[r] = n ? n : 1; /* a checkpoint without tensors still gets one (empty) shard */
         total += count[r];
     }
+    free(p->shards);
+    p->n_shards = 0;
     p->shards = calloc(total, sizeof *p->shards);
     if (!p->shards) {
         free(count);
@@ -428,7 +434,7 @@ static int plan_pass(builder *b, const nvf_ckpt *ck, const cv_plan_hooks *h, con
             p->counts.tensors_dropped += b->pass == 0;
             continue;
         }
-        if (a == NVF_PLAN_SKIP && b->pass == 0)
+        if (a == NVF_PLAN_SKIP && b->pass == 0 && !(h && h->quiet))
             nvf_log(NVF_LOG_INFO, "keeping '%s' in source precision: %s", t->st->name,
                     p->scope->entries[i].reason);
         if (b->pass == 0)
@@ -514,7 +520,7 @@ int cv_plan_build_with(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_opti
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
         goto done;
     }
-    rc = assign_shards(p, r->max_shard_size, first, ep);
+    rc = cv_plan_assign_shards(p, r->max_shard_size, first, ep, 0);
     if (rc == NVF_OK)
         rc = cv_plan_whole_pieces(p);
 done:
@@ -548,6 +554,7 @@ void cv_plan_free(cv_plan *p) {
     cJSON_Delete(p->fp8_modules);
     cJSON_Delete(p->nvfp4_modules);
     cJSON_Delete(p->requantized);
+    cJSON_Delete(p->modelopt_jobs);
     free(p->jobs);
     free(p->outs);
     free(p->pieces);

@@ -11,13 +11,16 @@
  *     NVFP4 source's gate and up may carry input scales of their own;
  *   - the shapes the source stored those scalars in ([] or [1]; -1: absent);
  *   - the source's quantization documents (config.json's quantization_config and
- *     hf_quant_config.json), so that the restored source converts to the same metadata.
- * Document (record_version 1):
+ *     hf_quant_config.json), so that the restored source converts to the same metadata;
+ *   - the jobs of the direct `convert SRC --target modelopt` plan with the same recipe (each the
+ *     list of its output tensor names, in plan order: cv_plan_modelopt_jobs), so that the
+ *     inverse writes the same tensors in the same order into the same shard files.
+ * Document (record_version 2; version 1, without "modelopt_jobs", is still read):
  *   {"record_version": 1, "format", "scale_layout", "ep", "source_format",
  *    "source_quantization_config": {...} | null, "source_hf_quant_config": {...} | null,
  *    "layers": [{"prefix": "P" (the prepared "P.w13_weight"'s P), "experts": [{"gate": M,
  *    "up": M, "down": M}, ... all E experts of the layer in order, over every rank]}],
- *    "dense": [M, ...]}
+ *    "dense": [M, ...], "modelopt_jobs": [["NAME", ...], ...]}
  *   M = {"module", "weight_scale_2": "0x%08x" | null (not computed by this run: a resumed
  *   shard; alpha then gives it where that is exact), "input_scale": "0x%08x",
  *   "weight_scale_2_ndim", "input_scale_ndim", "requantized": true (only when the member was
@@ -135,7 +138,7 @@ cJSON *cv_prepared_record(const cv_finish_args *a) {
     const nvf_recipe *r = a->recipe;
     nvf_jb b = {0};
     cJSON *doc = nvf_jb_take(&b, cJSON_CreateObject());
-    nvf_jb_num(&b, doc, "record_version", 1);
+    nvf_jb_num(&b, doc, "record_version", 2);
     nvf_jb_str(&b, doc, "format", a->target->name);
     nvf_jb_str(&b, doc, "scale_layout", r->scale_layout == NVF_SCALE_LAYOUT_8X4 ? "8x4" : "128x4");
     nvf_jb_num(&b, doc, "ep", p->ep);
@@ -145,6 +148,7 @@ cJSON *cv_prepared_record(const cv_finish_args *a) {
                          : NULL;
     nvf_jb_put(&b, doc, "source_quantization_config", dup_or_null(&b, qc));
     nvf_jb_put(&b, doc, "source_hf_quant_config", dup_or_null(&b, a->source_hf_quant_config));
+    nvf_jb_put(&b, doc, "modelopt_jobs", dup_or_null(&b, p->modelopt_jobs));
     cJSON *layers = nvf_jb_arr(&b, doc, "layers");
     cJSON *dense = nvf_jb_arr(&b, doc, "dense");
     for (size_t i = 0; i < p->n_jobs && doc && layers && dense; i++) {

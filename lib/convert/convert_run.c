@@ -125,11 +125,16 @@ static int interrupted(const cv_run *r) {
 }
 
 int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
+    return cv_convert_run_ordered(out, opt, NULL);
+}
+
+int cv_convert_run_ordered(nvf_convert_summary *out, const nvf_convert_options *opt,
+                           const cJSON *order) {
     nvf_ckpt *ck = NULL;
     cJSON *config = NULL;
     cv_dst *dst = NULL;
     cv_run r;
-    int rc, complete = 0;
+    int rc, complete = 0, ordered = 0;
     memset(&r, 0, sizeof r);
     memset(out, 0, sizeof *out);
     r.opt = opt;
@@ -164,8 +169,10 @@ int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
     }
     if ((rc = cv_sources_list(&r.src, ck, opt->no_follow_outside)) != NVF_OK ||
         (rc = cv_source_config(&config, ck)) != NVF_OK ||
-        (rc = r.target->plan(&r.p, ck, opt)) != NVF_OK || (rc = cv_dst_open(&dst, opt, &r.src)) ||
-        (rc = cv_journal_start(&r)) != NVF_OK)
+        (rc = r.target->plan(&r.p, ck, opt)) != NVF_OK ||
+        (order &&
+         (rc = cv_plan_order(r.p, order, opt->recipe->max_shard_size, &ordered)) != NVF_OK) ||
+        (rc = cv_dst_open(&dst, opt, &r.src)) || (rc = cv_journal_start(&r)) != NVF_OK)
         goto done;
     if (opt->shard_count > 0 && (rc = cv_parts_select(&r)) != NVF_OK)
         goto done;

@@ -13,8 +13,10 @@
  *      of rank 0 as it is, rank 0's side files, config.json with the source's
  *      quantization_config, the source's hf_quant_config.json;
  *   3. converts that directory to DST with the same options (the ordinary modelopt conversion:
- *      stored NVFP4 is copied), so the jobs, shards, index and metadata are the ones a direct
- *      `convert SRC --target modelopt` of a ModelOpt source writes.
+ *      stored NVFP4 is copied), its jobs put into the order and shards of the direct
+ *      `convert SRC --target modelopt` that the record lists ("modelopt_jobs",
+ *      convert_plan_order.c), so the shard files, index and metadata are the direct ones.
+ *      A record_version 1 record lists none: the shards then follow the tensor names.
  */
 #include "convert_unprepare.h"
 
@@ -133,10 +135,22 @@ static int read_record(cJSON **out, const char *src, int *ep, nvf_layout *layout
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(*out, "format");
     const cJSON *l = cJSON_GetObjectItemCaseSensitive(*out, "scale_layout");
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(*out, "ep");
-    if (!cJSON_IsNumber(v) || v->valuedouble != 1)
+    const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(*out, "modelopt_jobs");
+    if (!cJSON_IsNumber(v) || (v->valuedouble != 1 && v->valuedouble != 2))
         return nvf_error_set(NVF_E_FORMAT,
-                             "'%s/%s': record_version is not 1 (written by a newer nvfp4tool?)",
+                             "'%s/%s': record_version is not 1 or 2 (written by a newer "
+                             "nvfp4tool?)",
                              src, CV_INVERSE_NAME);
+    if (v->valuedouble == 2 && !cJSON_IsArray(jobs))
+        return nvf_error_set(NVF_E_FORMAT,
+                             "'%s/%s': record_version 2 without a \"modelopt_jobs\" "
+                             "array",
+                             src, CV_INVERSE_NAME);
+    if (v->valuedouble == 1)
+        nvf_log(NVF_LOG_INFO,
+                "'%s/%s' (record_version 1) does not record the direct modelopt conversion's "
+                "order: the tensors are restored exactly, the shard files follow the tensor names",
+                src, CV_INVERSE_NAME);
     if (!cJSON_IsString(f) || !cJSON_IsString(l) || !cJSON_IsNumber(n) || n->valuedouble < 1 ||
         n->valuedouble > 99999 || n->valuedouble != (double)(int)n->valuedouble ||
         (strcmp(f->valuestring, "prepared-w4a16") != 0 &&
@@ -368,7 +382,7 @@ int cv_unprepare_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
     nvf_convert_options o = *opt;
     o.src = tmp;
     o.allow_empty = 1; /* stored NVFP4 is copied: nothing is left to quantize */
-    rc = nvf_convert_run(out, &o);
+    rc = cv_convert_run_ordered(out, &o, cJSON_GetObjectItemCaseSensitive(record, "modelopt_jobs"));
 done:
     if (tmp && nvf_path_is_dir(tmp))
         remove_tmp(tmp);
