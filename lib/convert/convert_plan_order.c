@@ -161,7 +161,9 @@ int cv_plan_order(cv_plan *p, const cJSON *jobs, uint64_t max_shard, int *applie
     if (differs) {
         nvf_log(NVF_LOG_WARN,
                 "the recorded order of the direct modelopt conversion does not match this "
-                "conversion's outputs (%s): the shards follow the tensor names instead",
+                "conversion's outputs (%s; options other than the prepared conversion's, such "
+                "as --include or --keep-source-precision?): the shards follow the tensor names "
+                "instead",
                 why);
         goto done;
     }

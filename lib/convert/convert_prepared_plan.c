@@ -447,8 +447,10 @@ int cv_prepared_plan(cv_plan **out, const nvf_ckpt *ck, const nvf_convert_option
         rc = prep_ranges(p, ck, c.ep);
     if (rc == NVF_OK && !(p->job_scale_2 = calloc(p->n_jobs ? p->n_jobs : 1, sizeof(float))))
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for the conversion plan");
-    /* What the direct modelopt conversion of the source writes, for the inverse record. */
-    if (rc == NVF_OK)
+    /* What the direct modelopt conversion of the source writes, for the inverse record (not for
+     * compressed-tensors: the direct conversion keeps its tensors, the inverse writes ModelOpt
+     * ones). */
+    if (rc == NVF_OK && ck->quant.format != NVF_CKPT_FORMAT_NVFP4_CT)
         rc = cv_plan_modelopt_jobs(&p->modelopt_jobs, ck, opt);
     free(c.layer_of);
     free(c.planned);

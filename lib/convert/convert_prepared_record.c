@@ -20,7 +20,8 @@
  *    "source_quantization_config": {...} | null, "source_hf_quant_config": {...} | null,
  *    "layers": [{"prefix": "P" (the prepared "P.w13_weight"'s P), "experts": [{"gate": M,
  *    "up": M, "down": M}, ... all E experts of the layer in order, over every rank]}],
- *    "dense": [M, ...], "modelopt_jobs": [["NAME", ...], ...]}
+ *    "dense": [M, ...], "modelopt_jobs": [["NAME", ...], ...] | null (a compressed-tensors
+ *    source: the inverse writes ModelOpt tensors, not the direct conversion's)}
  *   M = {"module", "weight_scale_2": "0x%08x" | null (not computed by this run: a resumed
  *   shard; alpha then gives it where that is exact), "input_scale": "0x%08x",
  *   "weight_scale_2_ndim", "input_scale_ndim", "requantized": true (only when the member was

@@ -16,7 +16,8 @@
  *      stored NVFP4 is copied), its jobs put into the order and shards of the direct
  *      `convert SRC --target modelopt` that the record lists ("modelopt_jobs",
  *      convert_plan_order.c), so the shard files, index and metadata are the direct ones.
- *      A record_version 1 record lists none: the shards then follow the tensor names.
+ *      A record_version 1 record lists none, and a compressed-tensors source's lists null (the
+ *      direct conversion keeps its tensors): the shards then follow the tensor names.
  */
 #include "convert_unprepare.h"
 
@@ -141,10 +142,10 @@ static int read_record(cJSON **out, const char *src, int *ep, nvf_layout *layout
                              "'%s/%s': record_version is not 1 or 2 (written by a newer "
                              "nvfp4tool?)",
                              src, CV_INVERSE_NAME);
-    if (v->valuedouble == 2 && !cJSON_IsArray(jobs))
+    if (v->valuedouble == 2 && !cJSON_IsArray(jobs) && !cJSON_IsNull(jobs))
         return nvf_error_set(NVF_E_FORMAT,
-                             "'%s/%s': record_version 2 without a \"modelopt_jobs\" "
-                             "array",
+                             "'%s/%s': record_version 2 without a \"modelopt_jobs\" array (or "
+                             "null)",
                              src, CV_INVERSE_NAME);
     if (v->valuedouble == 1)
         nvf_log(NVF_LOG_INFO,
@@ -382,7 +383,8 @@ int cv_unprepare_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
     nvf_convert_options o = *opt;
     o.src = tmp;
     o.allow_empty = 1; /* stored NVFP4 is copied: nothing is left to quantize */
-    rc = cv_convert_run_ordered(out, &o, cJSON_GetObjectItemCaseSensitive(record, "modelopt_jobs"));
+    const cJSON *order = cJSON_GetObjectItemCaseSensitive(record, "modelopt_jobs");
+    rc = cv_convert_run_ordered(out, &o, cJSON_IsArray(order) ? order : NULL);
 done:
     if (tmp && nvf_path_is_dir(tmp))
         remove_tmp(tmp);

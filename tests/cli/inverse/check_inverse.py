@@ -15,6 +15,10 @@
       block_sparse_moe.gate (tensors, index, module lists of the configs); model_type mixtral.
   check_inverse.py tamper PREP
       Change one recorded weight_scale_2 of PREP's nvfp4-inverse.json (its lowest bit).
+  check_inverse.py downgrade PREP
+      Make PREP's nvfp4-inverse.json a record_version 1 record (no "modelopt_jobs").
+  check_inverse.py misorder PREP
+      Drop the last tensor name of the last job of PREP's "modelopt_jobs".
   check_inverse.py forget PREP [INPUT_HEX]
       Make every recorded weight_scale_2 of PREP null (what a resumed prepared run records for
       shards it did not compute); with INPUT_HEX, also set expert 0's down input_scale.
@@ -157,6 +161,27 @@ def tamper(prep):
     print('tampered %s' % m['module'])
 
 
+def downgrade(prep):
+    p = os.path.join(prep, 'nvfp4-inverse.json')
+    doc = json.load(open(p))
+    if doc.get('record_version') != 2 or 'modelopt_jobs' not in doc:
+        fail('%s is not a record_version 2 record' % p)
+    del doc['modelopt_jobs']
+    doc['record_version'] = 1
+    json.dump(doc, open(p, 'w'))
+    print('downgraded %s' % p)
+
+
+def misorder(prep):
+    p = os.path.join(prep, 'nvfp4-inverse.json')
+    doc = json.load(open(p))
+    jobs = [j for j in doc['modelopt_jobs'] if len(j) > 1]
+    if not jobs:
+        fail('%s: no job with two tensors' % p)
+    print('dropped %s' % jobs[-1].pop())
+    json.dump(doc, open(p, 'w'))
+
+
 def forget(prep, input_hex=None):
     p = os.path.join(prep, 'nvfp4-inverse.json')
     doc = json.load(open(p))
@@ -177,7 +202,8 @@ def forget(prep, input_hex=None):
 
 def main(argv):
     cmds = {'tensors': (tensors, 2), 'files': (files, 2), 'mixtral': (mixtral, 2),
-            'tamper': (tamper, 1), 'forget': (forget, 1)}
+            'tamper': (tamper, 1), 'forget': (forget, 1), 'downgrade': (downgrade, 1),
+            'misorder': (misorder, 1)}
     if argv[1:2] == ['forget'] and len(argv) == 4:
         return forget(argv[2], argv[3])
     if argv[1:2] == ['tensors'] and len(argv) > 4:

@@ -31,6 +31,8 @@ for n in 2 7; do
         "$tmp/p$n/.nvfp4-parts" "$n" "$tmp/one" >/dev/null || fail "N=$n: part records"
     "$T" merge "$tmp/p$n" --quiet --rehash --threads 2 || fail "N=$n: merge --rehash exited $?"
     diff -r "$tmp/one" "$tmp/p$n" || fail "N=$n: merged DST differs from the one-job conversion"
+    grep -qE '"modelopt_jobs":[[:space:]]*\[\[' "$tmp/p$n/nvfp4-inverse.json" ||
+        fail "N=$n: the merged inverse record lists no modelopt jobs"
     "$T" hash "$tmp/p$n" --check --quiet >/dev/null || fail "N=$n: hash --check after merge"
 done
 echo "prepared-w4a16 --ep 2, N = 2 and 7: merged DST identical to the one-job conversion"
