@@ -14,9 +14,10 @@ opts=(--quiet --threads 1 --max-shard-size 8MB)
 "$NVFP4TOOL" convert "$tmp/src" "$tmp/ref" "${opts[@]}" >/dev/null
 "$NVFP4TOOL" convert "$tmp/src" "$tmp/dst" "${opts[@]}" >/dev/null &
 pid=$!
+# Kill once the journal names a finished shard (a shard is renamed into place before the
+# journal records it, so shard files alone do not say the journal has one).
 for _ in $(seq 1 2000); do
-    n=$(find "$tmp/dst" -name 'model-*-of-*.safetensors' 2>/dev/null | wc -l || true)
-    [ "$n" -ge 2 ] && break
+    grep -qs '"model-[0-9]*-of-[0-9]*.safetensors' "$tmp/dst/.nvfp4-progress.json" && break
     kill -0 $pid 2>/dev/null || break
     sleep 0.005
 done

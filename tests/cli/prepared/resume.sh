@@ -13,9 +13,10 @@ opts=(--quiet --threads 1 --max-shard-size 1MB --target prepared-w4a16 --ep 2)
 "$NVFP4TOOL" convert "$tmp/src" "$tmp/ref" "${opts[@]}" >/dev/null
 "$NVFP4TOOL" convert "$tmp/src" "$tmp/dst" "${opts[@]}" >/dev/null &
 pid=$!
+# Kill once the journal names a finished rank shard (a shard is renamed into place before the
+# journal records it: waiting for shard files alone could kill in between and leave none).
 for _ in $(seq 1 4000); do
-    n=$(find "$tmp/dst" -name 'model-*-of-*.safetensors' 2>/dev/null | wc -l || true)
-    [ "$n" -ge 2 ] && break
+    grep -qs '"rank-0000[01]-of-00002/model-' "$tmp/dst/.nvfp4-progress.json" && break
     kill -0 $pid 2>/dev/null || break
     sleep 0.002
 done
