@@ -3,7 +3,7 @@
 # `bench moe` of each kernel version (NVFP4_MOE_GEMM=v2, the default, at both precisions; v3 and
 # v1 at W4A16) beside the BF16 torch._grouped_mm baseline, per shape, plus a sweep of the 64-row
 # tile switch (NVFP4_MOE_TILE64_ROWS). Outputs under $OUT, tarred to $OUT/kernels.tgz.
-#   NVFP4_BIN, NVFP4_TESTS, NVFP4_COMMIT as for device-profile.sh; NVFP4_MOE_SHAPES,
+#   NVFP4_BIN, NVFP4_TESTS, NVFP4_COMMIT as for device-profile.sh; NVFP4_MOE_SHAPES (empty: no bench),
 #   NVFP4_MOE_TOKENS, NVFP4_MOE_VERSIONS (default "v2 v3 v1"), NVFP4_MOE_SWEEP (switch values,
 #   default "16 48"; empty: none).
 set -uo pipefail
@@ -57,7 +57,7 @@ for r in d["results"]:
         r.get("speedup_vs_bf16", 0), r["pct_of_copy"], r["tflops"]))
 PY
 }
-for s in ${NVFP4_MOE_SHAPES:-deepseek-v3 qwen3-30b-a3b gpt-oss-120b}; do
+for s in ${NVFP4_MOE_SHAPES-deepseek-v3 qwen3-30b-a3b gpt-oss-120b}; do
     python3 bench/moe_baseline.py --shape "$s" --tokens "$tokens" --out "$res/bf16-$s.json" \
         >"$res/bf16-$s.log" 2>&1 || { echo "baseline $s failed"; tail -5 "$res/bf16-$s.log"; rc=1; }
     for v in ${NVFP4_MOE_VERSIONS:-v2 v3 v1}; do
