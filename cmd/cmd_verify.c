@@ -116,8 +116,8 @@ static void print_table(const nvf_verify_report *r) {
                    l->checks[j].pass ? "yes" : "NO", l->checks[j].message);
         }
     }
-    for (size_t i = 0; i < r->n_findings; i++) {
-        const nvf_verify_finding *f = &r->findings[i];
+    for (size_t i = 0; i < r->findings.n; i++) {
+        const nvf_verify_finding *f = &r->findings.v[i];
         printf("finding: %s [%s]: %s", f->severity, f->id, f->message);
         if (f->expert >= 0 && f->layer >= 0)
             printf(" (layer %" PRId64 ", expert %" PRId64 ")", f->layer, f->expert);

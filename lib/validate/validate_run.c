@@ -158,9 +158,9 @@ static int deep(vd_ctx *c, const char *dir, const char *prefix) {
         return rc;
     }
     c->r->layers_verified += vr.n_layers;
-    for (size_t i = 0; i < vr.n_findings && rc == NVF_OK; i++) {
-        nvf_finding f = vr.findings[i];
-        snprintf(f.id, sizeof f.id, "verify.%.40s", vr.findings[i].id);
+    for (size_t i = 0; i < vr.findings.n && rc == NVF_OK; i++) {
+        nvf_finding f = vr.findings.v[i];
+        snprintf(f.id, sizeof f.id, "verify.%.40s", vr.findings.v[i].id);
         snprintf(f.file, sizeof f.file, "%s", where);
         rc = nvf_findings_push(c->out, &f);
     }

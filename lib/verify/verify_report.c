@@ -46,26 +46,18 @@ void vf_check_value(nvf_verify_check *c, double value, int has_threshold, double
 
 int vf_finding(nvf_verify_report *r, const char *id, const char *severity, int64_t layer,
                int64_t expert, const char *tensor, const char *fmt, ...) {
-    if (r->n_findings == r->cap_findings) {
-        size_t cap = r->cap_findings ? 2 * r->cap_findings : 16;
-        nvf_verify_finding *f = realloc(r->findings, cap * sizeof *f);
-        if (!f)
-            return nvf_error_set(NVF_E_NOMEM, "no memory for verify findings");
-        r->findings = f;
-        r->cap_findings = cap;
-    }
-    nvf_verify_finding *f = &r->findings[r->n_findings++];
-    memset(f, 0, sizeof *f);
-    snprintf(f->id, sizeof f->id, "%s", id);
-    snprintf(f->severity, sizeof f->severity, "%s", severity);
-    f->layer = layer;
-    f->expert = expert;
-    snprintf(f->tensor, sizeof f->tensor, "%s", tensor ? tensor : "");
+    nvf_finding f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.id, sizeof f.id, "%s", id);
+    snprintf(f.severity, sizeof f.severity, "%s", severity);
+    f.layer = layer;
+    f.expert = expert;
+    snprintf(f.tensor, sizeof f.tensor, "%s", tensor ? tensor : "");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(f->message, sizeof f->message, fmt, ap);
+    vsnprintf(f.message, sizeof f.message, fmt, ap);
     va_end(ap);
-    return NVF_OK;
+    return nvf_findings_push(&r->findings, &f);
 }
 
 int vf_flag(nvf_verify_layer *l, int64_t expert) {
@@ -92,7 +84,7 @@ void nvf_verify_report_free(nvf_verify_report *r) {
     for (size_t i = 0; i < r->n_layers; i++)
         free(r->layers[i].flagged);
     free(r->layers);
-    free(r->findings);
+    nvf_findings_free(&r->findings);
     memset(r, 0, sizeof *r);
 }
 
@@ -247,13 +239,13 @@ int nvf_verify_report_json(char **out, const nvf_verify_report *r) {
     for (size_t i = 0; layers && i < r->n_layers; i++)
         layer_json(&b, layers, &r->layers[i]);
     cJSON *findings = nvf_jb_arr(&b, doc, "findings");
-    for (size_t i = 0; findings && i < r->n_findings; i++)
-        finding_json(&b, findings, &r->findings[i]);
+    for (size_t i = 0; findings && i < r->findings.n; i++)
+        finding_json(&b, findings, &r->findings.v[i]);
     cJSON *sum = nvf_jb_obj(&b, doc, "summary");
     nvf_jb_num(&b, sum, "layers", (double)r->n_layers);
     nvf_jb_num(&b, sum, "passed", (double)r->passed);
     nvf_jb_num(&b, sum, "failed", (double)r->failed);
-    nvf_jb_num(&b, sum, "findings", (double)r->n_findings);
+    nvf_jb_num(&b, sum, "findings", (double)r->findings.n);
     nvf_jb_bool(&b, doc, "pass", r->pass);
     doc = nvf_jb_done(&b, doc);
     if (!doc)

@@ -87,8 +87,7 @@ typedef struct nvf_verify_report {
     char device[16];
     size_t n_layers;
     nvf_verify_layer *layers;
-    size_t n_findings, cap_findings;
-    nvf_verify_finding *findings;
+    nvf_findings findings; /* in the order the checks found them */
     size_t passed, failed;
     int pass;
 } nvf_verify_report;
