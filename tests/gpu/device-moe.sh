@@ -9,13 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out/moe}
 mkdir -p "$OUT"
-BIN=$PWD/${NVFP4_BIN:-build-gpu/nvfp4tool}
-deps=/tmp/deps
-mkdir -p "$deps"
-for f in .debs/*.deb; do dpkg -x "$f" "$deps"; done
-export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export NVFP4TOOL=$BIN NVFP4_TESTDATA=$PWD/tests/data NVFP4_SCHEMAS=$PWD/schemas NVFP4_PYTHON=python3
-export NVFP4_SOURCE_DIR=$PWD
+. tests/gpu/device-env.sh
 rc=0
 OUT=$OUT bash tests/gpu/device-profile.sh test || rc=1
 if bash tests/cli/moe/cuda.sh >"$OUT/moe-cuda.log" 2>&1; then echo "PASS cli/moe/cuda"; else

@@ -9,11 +9,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out/ncu}
 res=$OUT/res
 mkdir -p "$res"
-BIN=$PWD/${NVFP4_BIN:-build-gpu/nvfp4tool}
-deps=/tmp/deps
-mkdir -p "$deps"
-for f in .debs/*.deb; do dpkg -x "$f" "$deps"; done
-export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. tests/gpu/device-env.sh
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$NCU" ] || { echo "no ncu"; exit 1; }
 if [ "${NVFP4_NCU_MODE:-sections}" = times ]; then

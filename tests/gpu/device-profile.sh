@@ -15,15 +15,10 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out/profile}
 mkdir -p "$OUT"
-BIN=$PWD/${NVFP4_BIN:-build-gpu/nvfp4tool}
+. tests/gpu/device-env.sh
 TESTS=$PWD/${NVFP4_TESTS:-build-gpu/tests}
 BASE=${NVFP4_BASE_BIN:+$PWD/$NVFP4_BASE_BIN}
-deps=/tmp/deps
-mkdir -p "$deps"
-for f in .debs/*.deb; do dpkg -x "$f" "$deps"; done
-export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=$PATH:/usr/local/cuda/bin
-export NVFP4TOOL=$BIN NVFP4_TESTDATA=$PWD/tests/data NVFP4_SCHEMAS=$PWD/schemas
 echo "commit ${NVFP4_COMMIT:-unknown}" | tee "$OUT/commit.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 steps=("$@")
