@@ -67,12 +67,12 @@ static const cli_spec k_spec = {
         "on a TTY. Exit 0 every layer passed, 3 a layer failed (the findings name layer,\n"
         "expert, check), 2 usage, 1 runtime error, 4 the asked GPU is unavailable.\n"
         "Device: cpu or auto run everything on the CPU. --device cuda[:N] runs each layer's\n"
-        "routed experts on the GPU MoE kernels (a 128x4 prepared layout built from the layer's\n"
-        "NVFP4 values; a prepared checkpoint's as its layout reader decodes them) and adds the\n"
-        "check kernel_rel_l2: the\n"
-        "kernels' output against the CPU reference on the same NVFP4 values, rel-L2 <= 1e-2\n"
-        "(SPEC 7 a); the finite, layout and quality checks then use the kernels' output; the\n"
-        "per-expert checks stay on the CPU.\n",
+        "routed experts on the GPU MoE kernels (a 128x4 prepared checkpoint at its own\n"
+        "precision as its bytes are stored; any other NVFP4 layer through a 128x4 layout built\n"
+        "from its values) and adds the check kernel_rel_l2: the kernels' output against the\n"
+        "CPU reference on the same NVFP4 values, rel-L2 <= 1e-2 (SPEC 7 a); the finite, layout "
+        "and\n"
+        "quality checks then use the kernels' output; the per-expert checks stay on the CPU.\n",
     .opts = k_opts,
     .n_opts = sizeof k_opts / sizeof k_opts[0],
     .min_pos = 1,

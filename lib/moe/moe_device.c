@@ -14,6 +14,7 @@
 #include "moe_weights.h"
 
 #include "nvfp4/backend.h"
+#include "nvfp4/log.h"
 #include "nvfp4/format.h"
 #include "nvfp4/layout.h"
 #include "nvfp4/status.h"
@@ -213,9 +214,17 @@ int moe_forward_device(float *y, const float *x, int64_t t, int64_t hidden,
     int gated = 1;
     if (rc == NVF_OK)
         rc = nvf_moe_route_layer(ids, wts, x, t, hidden, spec, w);
-    if (rc == NVF_OK)
+    /* a prepared checkpoint in the kernels' own layout and precision: its bytes as stored (what
+     * proves the layout, SPEC section 7); else a 128x4 layout built from the layer's values */
+    nvf_moe_prepared raw;
+    int stored = rc == NVF_OK && w->ops->prepared && w->ops->prepared(w, &raw, w4a4) == NVF_OK &&
+                 spec->act != NVF_MOE_ACT_RELU2;
+    if (rc == NVF_OK && !stored)
         rc = prepare_layer(&p, w, spec, w4a4, &gated);
     if (rc == NVF_OK) {
+        nvf_log(NVF_LOG_DEBUG, "MoE kernels read %s",
+                stored ? "the checkpoint's prepared bytes as stored"
+                       : "a 128x4 prepared layout built from the layer's values");
         nvf_moe_prepared pw = {
             .n_experts = n_e,
             .hidden = hidden,
@@ -230,6 +239,8 @@ int moe_forward_device(float *y, const float *x, int64_t t, int64_t hidden,
             .w13_input_scale = w4a4 ? p.in13 : NULL,
             .fc2_input_scale = w4a4 ? &p.fc2 : NULL,
         };
+        if (stored)
+            pw = raw;
         nvf_moe_act_params act = {(int32_t)spec->act, spec->swiglu_alpha, spec->swiglu_beta,
                                   spec->swiglu_limit, spec->situ_beta,    spec->situ_beta_l};
         rc = nvf_backend_moe(o->backend, y, xb, t, ids, wts, k, 0, &pw, &act, &o->quant);

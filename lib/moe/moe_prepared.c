@@ -24,6 +24,7 @@
  */
 #include "moe_weights.h"
 
+#include "nvfp4/backend.h"
 #include "nvfp4/layout.h"
 #include "nvfp4/quant.h"
 #include "nvfp4/status.h"
@@ -229,7 +230,36 @@ static void prep_close(nvf_moe_weights *w) {
     free(p);
 }
 
-static const moe_weights_ops k_prep_ops = {prep_get, prep_bias, prep_close};
+/* The stored bytes themselves, for the kernels (moe_forward_device): the SPEC section 5 tensors
+ * are what nvf_moe_prepared takes when the scales are 128x4 and the precision is the run's. */
+static int prep_raw(nvf_moe_weights *w, nvf_moe_prepared *out, int w4a4) {
+    prep_provider *p = (prep_provider *)w;
+    const nvf_st_tensor *f32[4] = {p->a13, p->a2, w4a4 ? p->is13 : NULL, w4a4 ? p->is2 : NULL};
+    int ok = !p->inverse && p->layout == NVF_LAYOUT_128X4 && p->w4a4 == w4a4 &&
+             p->w2->shape[0] == p->base.n_experts && p->w13->data && p->s13->data && p->w2->data &&
+             p->s2->data;
+    for (int i = 0; i < 4 && ok; i++)
+        ok = !f32[i] || (f32[i]->data && ((uintptr_t)f32[i]->data & 3u) == 0);
+    if (!ok)
+        return NVF_E_UNSUPPORTED;
+    *out = (nvf_moe_prepared){
+        .n_experts = p->base.n_experts,
+        .hidden = p->base.hidden,
+        .inter = p->base.intermediate,
+        .gated = 1,
+        .w13 = p->w13->data,
+        .w13_sf = p->s13->data,
+        .w2 = p->w2->data,
+        .w2_sf = p->s2->data,
+        .w13_alpha = (const float *)(const void *)p->a13->data,
+        .w2_alpha = (const float *)(const void *)p->a2->data,
+        .w13_input_scale = w4a4 ? (const float *)(const void *)p->is13->data : NULL,
+        .fc2_input_scale = w4a4 ? (const float *)(const void *)p->is2->data : NULL,
+    };
+    return NVF_OK;
+}
+
+static const moe_weights_ops k_prep_ops = {prep_get, prep_bias, prep_close, prep_raw};
 
 /* Shapes of every tensor against E, H, I taken from w2_weight. */
 static int check_tensors(prep_provider *p) {

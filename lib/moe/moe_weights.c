@@ -209,7 +209,7 @@ static void ckpt_close(nvf_moe_weights *w) {
     free(w);
 }
 
-static const moe_weights_ops k_ckpt_ops = {ckpt_get, ckpt_bias, ckpt_close};
+static const moe_weights_ops k_ckpt_ops = {ckpt_get, ckpt_bias, ckpt_close, NULL};
 
 /* The MoE layers of `ck` as "1, 2, 3" into buf. */
 static void list_moe(char *buf, size_t len, const nvf_ckpt *ck) {

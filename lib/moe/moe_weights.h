@@ -9,6 +9,8 @@
 
 #include "nvfp4/moe.h"
 
+struct nvf_moe_prepared; /* nvfp4/backend.h */
+
 typedef struct moe_weights_ops {
     /* nvf_moe_weights_get() */
     int (*get)(nvf_moe_weights *w, nvf_moe_matrix out[3], nvf_moe_part part, int64_t expert);
@@ -16,6 +18,10 @@ typedef struct moe_weights_ops {
     int (*bias)(nvf_moe_weights *w, float *out);
     /* free the provider (the struct that embeds nvf_moe_weights first) */
     void (*close)(nvf_moe_weights *w);
+    /* optional (NULL: none): the layer's routed experts as the MoE kernels take them, pointing
+     * into the checkpoint's own bytes (a prepared checkpoint in the 128x4 layout at precision
+     * w4a4 or not); NVF_E_UNSUPPORTED where the stored layout or precision is another */
+    int (*prepared)(nvf_moe_weights *w, struct nvf_moe_prepared *out, int w4a4);
 } moe_weights_ops;
 
 /* The part every provider begins with. */

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# verify --device cuda: each layer's routed experts run on the GPU MoE kernels (from a 128x4
-# prepared layout built from the layer's NVFP4 values; for a prepared checkpoint, the values its
-# layout reader decodes). On the transformers-written qwen3_moe and deepseek_v3 converted to
-# modelopt and prepared-w4a16, with --reference: exit 0, method cuda-kernels, the kernel_rel_l2 check (kernels against the CPU
+# verify --device cuda: each layer's routed experts run on the GPU MoE kernels: a 128x4 prepared
+# checkpoint at its own precision (prepared-w4a16 at W4A16, prepared-w4a4 at W4A4) as its bytes
+# are stored; any other (modelopt, 8x4) through a 128x4 layout built from the layer's NVFP4
+# values (the debug log says which). On the transformers-written qwen3_moe and deepseek_v3
+# converted to modelopt, prepared-w4a16 (128x4 and 8x4) and prepared-w4a4, with --reference: exit 0, method cuda-kernels, the kernel_rel_l2 check (kernels against the CPU
 # reference on the same NVFP4 values) present and <= 1e-2 on every layer, the report
 # schema-valid; W4A4 on the modelopt conversion too; a copy with one expert's nibbles swapped
 # fails (exit 3) naming that expert. Without a GPU: skipped (77); device_errors.sh checks the
@@ -23,13 +24,21 @@ for src in "$data/qwen3_moe" "$data/deepseek_v3"; do
     n=$(basename "$src")
     "$T" convert "$src" "$tmp/$n-mo" --quiet
     "$T" convert "$src" "$tmp/$n-pr" --quiet --target prepared-w4a16
-    for c in mo pr; do
+    "$T" convert "$src" "$tmp/$n-pr4" --quiet --target prepared-w4a4
+    "$T" convert "$src" "$tmp/$n-pr8" --quiet --target prepared-w4a16 --scale-layout 8x4
+    for c in mo pr pr4 pr8; do
         for p in w4a16 w4a4; do
-            [ $c = pr ] && [ $p = w4a4 ] && continue
+            case $c-$p in pr-w4a4 | pr8-w4a4 | pr4-w4a16) continue ;; esac
             rc=0
             "$T" verify "$tmp/$n-$c" --reference "$src" --device cuda --precision $p --json \
-                --tokens 48 --seed 5 >"$tmp/r.json" 2>"$tmp/err" || rc=$?
+                --tokens 48 --seed 5 --log-level debug >"$tmp/r.json" 2>"$tmp/err" || rc=$?
             [ "$rc" -eq 0 ] || fail "$n-$c $p: exit $rc: $(tail -3 "$tmp/err")"
+            # a 128x4 prepared checkpoint at its own precision: the kernels read its bytes as
+            # stored; otherwise a layout built from the values
+            want="a 128x4 prepared layout built from"
+            case $c in pr | pr4) want="the checkpoint's prepared bytes as stored" ;; esac
+            grep -q "MoE kernels read $want" "$tmp/err" ||
+                fail "$n-$c $p: the kernels did not read $want: $(grep 'MoE kernels' "$tmp/err")"
             "$NVFP4_PYTHON" "$here/check_report.py" "$S" "$tmp/r.json" pass ||
                 fail "$n-$c $p: report"
             "$NVFP4_PYTHON" - "$tmp/r.json" <<'PY' || fail "$n-$c $p: kernel check"
