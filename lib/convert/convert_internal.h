@@ -461,6 +461,20 @@ int cv_journal_add(cv_run *r, size_t si);
  * exactly the planned tensors in the planned order, every tensor's CRC-32 (into p's outputs).
  * @return 1 when it holds the planned tensors, 0 when not (or it cannot be read).
  */
+/**
+ * Prepared targets (p->job_scale_2): the weight_scale_2 each job of shard `sh` computed, as an
+ * array of F32 bits in 8 hex digits ("" where this run did not compute it), added to `e` under
+ * "job_scale_2" (the journal and the part records keep it for the inverse record). Nothing when
+ * the plan keeps no job scales. @return 1, 0 on no memory.
+ */
+int cv_job_scales_put(cJSON *e, const cv_plan *p, const cv_shard *sh);
+
+/**
+ * Take back what cv_job_scales_put recorded in entry `e` for shard `sh`. @return 1 (taken, or the
+ * plan keeps no job scales), 0 when `e` holds none or not one per job of the shard.
+ */
+int cv_job_scales_take(cv_plan *p, const cv_shard *sh, const cJSON *e);
+
 int cv_shard_rehash(cv_plan *p, const cv_shard *sh, const char *path, char sha[65],
                     uint64_t *bytes);
 

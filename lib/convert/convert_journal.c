@@ -21,6 +21,7 @@
 #include "nvfp4/version.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,12 +88,49 @@ int cv_journal_start(cv_run *r) {
     return NVF_OK;
 }
 
+int cv_job_scales_put(cJSON *e, const cv_plan *p, const cv_shard *sh) {
+    if (!p->job_scale_2)
+        return 1;
+    cJSON *a = cJSON_AddArrayToObject(e, "job_scale_2");
+    int ok = a != NULL;
+    for (size_t i = 0; ok && i < sh->n_jobs; i++) {
+        float v = p->job_scale_2[sh->first_job + i];
+        uint32_t bits;
+        char hex[9] = "";
+        memcpy(&bits, &v, sizeof bits);
+        if (v > 0.0f)
+            snprintf(hex, sizeof hex, "%08" PRIx32, bits);
+        ok = cJSON_AddItemToArray(a, cJSON_CreateString(hex));
+    }
+    return ok;
+}
+
+int cv_job_scales_take(cv_plan *p, const cv_shard *sh, const cJSON *e) {
+    if (!p->job_scale_2)
+        return 1;
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "job_scale_2"), *v;
+    if (!cJSON_IsArray(a) || (size_t)cJSON_GetArraySize(a) != sh->n_jobs)
+        return 0;
+    cJSON_ArrayForEach(v, a) {
+        if (!cJSON_IsString(v))
+            return 0;
+    }
+    size_t k = 0;
+    cJSON_ArrayForEach(v, a) {
+        uint32_t bits = (uint32_t)strtoul(v->valuestring, NULL, 16);
+        float x;
+        memcpy(&x, &bits, sizeof x);
+        p->job_scale_2[sh->first_job + k++] = v->valuestring[0] ? x : 0.0f;
+    }
+    return 1;
+}
+
 int cv_journal_add(cv_run *r, size_t si) {
     const cv_shard *s = &r->p->shards[si];
     cJSON *e = cJSON_CreateObject();
     int ok = e && cJSON_AddStringToObject(e, "name", s->name) &&
              cJSON_AddNumberToObject(e, "bytes", (double)s->file_bytes) &&
-             cJSON_AddStringToObject(e, "sha256", s->sha256) &&
+             cJSON_AddStringToObject(e, "sha256", s->sha256) && cv_job_scales_put(e, r->p, s) &&
              cJSON_AddItemToArray(cJSON_GetObjectItem(r->journal, "shards"), e);
     int rc = NVF_OK;
     if (!ok) {
@@ -148,8 +186,10 @@ static int try_reuse(cv_run *r, cv_shard *sh, const cJSON *e) {
     uint64_t n = 0;
     if (!path)
         return nvf_error_set(NVF_E_NOMEM, "no memory");
+    /* prepared targets also take back the jobs' weight_scale_2 (the inverse record needs them):
+     * a shard journaled without them is converted again */
     int ok = cv_shard_rehash(r->p, sh, path, got, &n) && strcmp(got, sha->valuestring) == 0 &&
-             (double)n == bytes->valuedouble;
+             (double)n == bytes->valuedouble && cv_job_scales_take(r->p, sh, e);
     free(path);
     if (!ok) {
         /* The writer computes these again from zero. */

@@ -263,20 +263,10 @@ static void take_shard(faults *f, cv_plan *p, cv_shard *sh, const cv_part *part,
               part->count, sh->name, k, sh->n_out);
         return;
     }
-    const cJSON *ws2 = cJSON_GetObjectItemCaseSensitive(e, "job_scale_2"), *v;
-    if (p->job_scale_2 && cJSON_IsArray(ws2)) {
-        if ((size_t)cJSON_GetArraySize(ws2) != sh->n_jobs) {
-            fault(f, "part %d-of-%d: shard '%s' lists %d job scales, the plan has %zu jobs",
-                  part->index, part->count, sh->name, cJSON_GetArraySize(ws2), sh->n_jobs);
-            return;
-        }
-        k = 0;
-        cJSON_ArrayForEach(v, ws2) {
-            uint32_t bits = (uint32_t)strtoul(v->valuestring, NULL, 16);
-            float x;
-            memcpy(&x, &bits, sizeof x);
-            p->job_scale_2[sh->first_job + k++] = v->valuestring[0] ? x : 0.0f;
-        }
+    if (!cv_job_scales_take(p, sh, e)) {
+        fault(f, "part %d-of-%d: shard '%s' does not list one weight_scale_2 per job of its %zu",
+              part->index, part->count, sh->name, sh->n_jobs);
+        return;
     }
     sh->file_bytes = (uint64_t)cJSON_GetObjectItemCaseSensitive(e, "bytes")->valuedouble;
     snprintf(sh->sha256, sizeof sh->sha256, "%s",

@@ -190,19 +190,8 @@ static cJSON *shard_entry(const cv_plan *p, const cv_shard *sh) {
              cJSON_AddNumberToObject(e, "bytes", (double)sh->file_bytes) &&
              cJSON_AddStringToObject(e, "sha256", sh->sha256) &&
              (ts = cJSON_AddArrayToObject(e, "tensors")) != NULL;
-    /* prepared targets: the weight_scale_2 each of its jobs computed, for the inverse record that
-     * merge writes (nvfp4-inverse.json); "" where this run did not compute it */
-    cJSON *ws2 = p->job_scale_2 && ok ? cJSON_AddArrayToObject(e, "job_scale_2") : NULL;
-    for (size_t i = 0; ws2 && ok && i < sh->n_jobs; i++) {
-        float v = p->job_scale_2[sh->first_job + i];
-        uint32_t bits;
-        char hex[9] = "";
-        memcpy(&bits, &v, sizeof bits);
-        if (v > 0.0f)
-            snprintf(hex, sizeof hex, "%08" PRIx32, bits);
-        ok = cJSON_AddItemToArray(ws2, cJSON_CreateString(hex));
-    }
-    ok = ok && (!p->job_scale_2 || ws2);
+    /* prepared targets: the jobs' weight_scale_2, for the inverse record that merge writes */
+    ok = ok && cv_job_scales_put(e, p, sh);
     for (size_t i = 0; ok && i < sh->n_out; i++) {
         const cv_out *t = &p->outs[sh->first_out + i];
         cJSON *te = cJSON_CreateObject();

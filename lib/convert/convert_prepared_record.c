@@ -22,10 +22,12 @@
  *    "up": M, "down": M}, ... all E experts of the layer in order, over every rank]}],
  *    "dense": [M, ...], "modelopt_jobs": [["NAME", ...], ...] | null (a compressed-tensors
  *    source: the inverse writes ModelOpt tensors, not the direct conversion's)}
- *   M = {"module", "weight_scale_2": "0x%08x" | null (not computed by this run: a resumed
- *   shard; alpha then gives it where that is exact), "input_scale": "0x%08x",
- *   "weight_scale_2_ndim", "input_scale_ndim", "requantized": true (only when the member was
- *   re-quantized onto its expert's shared scale: its source bytes are not restorable)}.
+ *   M = {"module", "weight_scale_2": "0x%08x" | null (unknown: only in records of
+ *   earlier versions, whose resumed shards lost it; a resumed shard now takes it back from the
+ *   journal, a merge from the part records; alpha then gives it where that is exact),
+ * "input_scale": "0x%08x", "weight_scale_2_ndim", "input_scale_ndim", "requantized": true (only
+ * when the member was re-quantized onto its expert's shared scale: its source bytes are not
+ * restorable)}.
  */
 #include "convert_internal.h"
 

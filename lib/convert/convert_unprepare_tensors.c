@@ -6,7 +6,7 @@
  *   X.weight_scale    F8_E4M3 [rows, cols/16]: the expert's scales laid out back to linear
  *                     (nvf_backend_layout, the layout's inverse), then the same rows;
  *   X.weight_scale_2  F32 (shape as the source stored it): the recorded bytes; where the record
- *                     has none (a resumed prepared run), alpha where that is exact (W4A16, or
+ *                     has none (records of earlier versions), alpha where that is exact (W4A16, or
  *                     W4A4 with input scale 1.0), else refused;
  *   X.input_scale     F32: the recorded bytes (left out where the source had none).
  * Every recorded scalar is checked against the stored alpha (and W4A4's w13_input_scale): a
@@ -167,8 +167,8 @@ static int check_alpha(const un_set *s, un_lin *l, int n, const nvf_st_tensor *a
             continue;
         if (s->w4a4 && in != 1.0f)
             return nvf_error_set(NVF_E_FORMAT,
-                                 "'%s': its weight_scale_2 was not recorded (the shard was "
-                                 "reused by a resumed prepared conversion) and alpha %.9g = "
+                                 "'%s': its weight_scale_2 was not recorded (a record of an "
+                                 "earlier version, from a resumed conversion) and alpha %.9g = "
                                  "input_scale %.9g x weight_scale_2 does not give it exactly: "
                                  "convert the source to the prepared target again",
                                  l[k].module, alpha, in);

@@ -20,7 +20,7 @@
   check_inverse.py misorder PREP
       Drop the last tensor name of the last job of PREP's "modelopt_jobs".
   check_inverse.py forget PREP [INPUT_HEX]
-      Make every recorded weight_scale_2 of PREP null (what a resumed prepared run records for
+      Make every recorded weight_scale_2 of PREP null (what a record of an earlier version kept for
       shards it did not compute); with INPUT_HEX, also set expert 0's down input_scale.
 """
 import json

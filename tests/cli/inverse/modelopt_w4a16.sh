@@ -4,7 +4,7 @@
 # tensors byte for byte (names, dtypes, shapes, bytes: an independent Python reader), and the
 # whole directory (config.json, hf_quant_config.json, index, shards, side files) equals a direct
 # `convert SRC --target modelopt` of the source. A record whose weight_scale_2 values are all
-# null (a resumed prepared run) still restores exactly: W4A16's alpha is the decode scale.
+# null (a record of an earlier version) still restores exactly: W4A16's alpha is the decode scale.
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
