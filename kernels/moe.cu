@@ -400,8 +400,17 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
         int s1 = splits_for(&cps1, m, slots, tiles_est, n1, H, tile_rows);
         int s2 = splits_for(&cps2, m, slots, tiles_est, H, I, tile_rows);
         int64_t stride1 = slots * n1, stride2 = slots * H;
-        nvf_cuda_moe_plan plan = {m->offsets, m->tile_info, m->perm,
-                                  max_tiles,  tile_rows,    (int32_t)k};
+        /* the GEMM grid spans the expected tiles with a margin (a CTA takes a further tile
+         * where the routing needs more): CTAs that would only find an unused tile cost a
+         * launch slot each (at 4096 tokens the map's worst case is 7x the usual count) */
+        int64_t grid_tiles = tiles_est + tiles_est / 4 + E;
+        nvf_cuda_moe_plan plan = {m->offsets,
+                                  m->tile_info,
+                                  m->perm,
+                                  max_tiles,
+                                  tile_rows,
+                                  (int32_t)k,
+                                  grid_tiles < max_tiles ? (int32_t)grid_tiles : max_tiles};
         int grid = m->sms * 8;
         const uint16_t *a1 = L->w13_input_scale ? m->xq : x;
 

@@ -56,18 +56,13 @@ __device__ __forceinline__ void k_range(int64_t *c0, int64_t *c1, int64_t nchunk
  * consecutive NVFP4 blocks of a row per step of the K loop (KB 1: 8 weight bytes, one chunk of
  * 64 values per step; KB 2: 16 bytes, two chunks: K % 128 == 0 only). With PF, the next step's
  * weight bytes and scales are loaded before this step's MMAs (register double buffering). */
-template <int MT, int NT, int WM, int WN, int KB, bool PF>
-__global__ void __launch_bounds__(WM *WN * 32)
-    moe_gemm_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
-                    const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K, int chunks_per_split,
-                    nvf_cuda_moe_plan plan) {
+template <int MT, int NT, int WM, int WN, int KB, bool PF, bool REP>
+__device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *slut, int32_t info,
+                                          float *ws, int64_t ws_split_stride, const uint16_t *a,
+                                          int gather, const uint8_t *w, const uint8_t *sf,
+                                          int64_t N, int64_t K, int chunks_per_split,
+                                          const nvf_cuda_moe_plan &plan) {
     constexpr int BN = 8 * NT * WN;
-    int32_t info = plan.tile_info[blockIdx.y];
-    if (info < 0) /* before anything else: most CTAs of a small run have no tile */
-        return;
-    __shared__ uint32_t lut[256];
-    e2m1_pair_lut(lut);
-    __syncthreads();
     int e = info >> 20, r0 = info & 0xFFFFF;
     int row_base = plan.offsets[e], cnt = plan.offsets[e + 1] - row_base;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -184,12 +179,18 @@ __global__ void __launch_bounds__(WM *WN * 32)
             uint32_t bw[8 * KB];
 #pragma unroll
             for (int j = 0; j < KB; j++) {
-                uint32_t s = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)(csf[nt] >> (8 * j))));
-                uint32_t s2 = s | (s << 16);
+                uint32_t s2, sb = (csf[nt] >> (8 * j)) & 0xFFu;
+                if (REP) {
+                    s2 = slut[sb];
+                } else {
+                    uint32_t s = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)sb));
+                    s2 = s | (s << 16);
+                }
 #pragma unroll
                 for (int i = 0; i < 8; i++) {
                     uint32_t byte = (cq[nt][2 * j + (i >> 2)] >> (8 * (i & 3))) & 0xFFu;
-                    bw[8 * j + i] = bf16x2_mul(lut[byte], s2);
+                    bw[8 * j + i] =
+                        bf16x2_mul(REP ? e2m1_pair_rep(lut, byte, lane) : lut[byte], s2);
                 }
             }
 #pragma unroll
@@ -220,25 +221,60 @@ __global__ void __launch_bounds__(WM *WN * 32)
         }
 }
 
+/* CTA (x, y, z): weight rows BN x of tiles y, y + gridDim.y, ... up to the first unused one,
+ * K range z. REP: the replicated pair table and the scale table (v4). */
+template <int MT, int NT, int WM, int WN, int KB, bool PF, bool REP>
+__global__ void __launch_bounds__(WM *WN * 32)
+    moe_gemm_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
+                    const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K, int chunks_per_split,
+                    nvf_cuda_moe_plan plan) {
+    if (plan.tile_info[blockIdx.y] < 0) /* before anything else: CTAs beyond the used tiles */
+        return;
+    __shared__ uint32_t lut[REP ? E2M1_LUT_REP_WORDS : 256];
+    __shared__ uint32_t slut[REP ? 256 : 1];
+    if (REP) {
+        e2m1_pair_lut_rep(lut);
+        e4m3_bf16x2_lut(slut);
+    } else {
+        e2m1_pair_lut(lut);
+    }
+    __syncthreads();
+    for (int64_t ty = blockIdx.y; ty < plan.max_tiles; ty += gridDim.y) {
+        int32_t info = plan.tile_info[ty];
+        if (info < 0)
+            break;
+        gemm_tile<MT, NT, WM, WN, KB, PF, REP>(lut, slut, info, ws, ws_split_stride, a, gather, w,
+                                               sf, N, K, chunks_per_split, plan);
+    }
+}
+
 /* ---- launchers --------------------------------------------------------------------------- */
 
 /* NVFP4_MOE_GEMM picks the kernels, for side-by-side timing: v1 the first ones (registers only,
- * 8-byte steps, 16- and 64-row tiles); v2, the default, the register kernel with 16-byte steps
- * (K % 128 == 0) and prefetch for 16-row tiles and the shared-memory kernel (moe_gemm_tiled.cu)
- * for 64-row tiles (K % 32 == 0); v3 the shared-memory kernel for both. bench moe at 00142a7
- * on the H200: v2 is 4-12% faster than v3 up to 128 tokens, v3 5% faster at 512 tokens on
- * DeepSeek-V3 and even elsewhere (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
+ * 8-byte steps, 16- and 64-row tiles); v2 the register kernel with 16-byte steps (K % 128 == 0)
+ * and prefetch for 16-row tiles and the shared-memory kernel (moe_gemm_tiled.cu) for 32- and
+ * 64-row tiles (K % 32 == 0); v3 the shared-memory kernel for every tile height; v4, the
+ * default, v2's choice of kernels with the bank-conflict-free replicated E2M1 table and an E4M3
+ * scale table instead of one 256-entry table (~3.5 lanes to a bank for random bytes) and the
+ * scale decoded per use. bench moe at 00142a7 on the H200: v2 is 4-12% faster than v3 up to 128
+ * tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even elsewhere
+ * (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
 static int gemm_version(void) {
     static int v = 0;
     if (v == 0) {
         const char *env = getenv("NVFP4_MOE_GEMM");
-        v = env && strcmp(env, "v1") == 0 ? 1 : env && strcmp(env, "v3") == 0 ? 3 : 2;
+        v = !env                     ? 4
+            : strcmp(env, "v1") == 0 ? 1
+            : strcmp(env, "v2") == 0 ? 2
+            : strcmp(env, "v3") == 0 ? 3
+                                     : 4;
     }
     return v;
 }
 
 extern "C" int nvf_cuda_moe_gemm_step(int64_t k, int32_t tile_rows) {
-    return gemm_version() == 2 && tile_rows == 16 && k % 128 == 0 ? 2 : 1;
+    int v = gemm_version();
+    return (v == 2 || v == 4) && tile_rows == 16 && k % 128 == 0 ? 2 : 1;
 }
 
 static int use_tiled(int64_t k, int32_t tile_rows) {
@@ -250,15 +286,15 @@ extern "C" int nvf_cuda_moe_gemm_cta_rows(int64_t k, int32_t tile_rows) {
     return use_tiled(k, tile_rows) ? 256 : 128;
 }
 
-template <int MT, int NT, int WM, int WN, int KB, bool PF>
+template <int MT, int NT, int WM, int WN, int KB, bool PF, bool REP>
 static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                   const uint8_t *sf, int64_t n, int64_t k, int cps, const nvf_cuda_moe_plan *plan,
                   cudaStream_t st) {
     int rc = 0;
     int64_t nchunks = (k + 63) / 64;
-    dim3 grid((unsigned)((n + 8 * NT * WN - 1) / (8 * NT * WN)), (unsigned)plan->max_tiles,
-              (unsigned)((nchunks + cps - 1) / cps));
-    moe_gemm_kernel<MT, NT, WM, WN, KB, PF>
+    dim3 grid((unsigned)((n + 8 * NT * WN - 1) / (8 * NT * WN)),
+              (unsigned)nvf_cuda_moe_grid_tiles(plan), (unsigned)((nchunks + cps - 1) / cps));
+    moe_gemm_kernel<MT, NT, WM, WN, KB, PF, REP>
         <<<grid, WM * WN * 32, 0, st>>>(ws, stride, a, gather, w, sf, n, k, cps, *plan);
     NVF_CUDA_TRY(cudaGetLastError());
 done:
@@ -279,18 +315,20 @@ extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint1
      * 2 x 2 warps of 32 x 64 */
     if (v == 1)
         return plan->tile_rows == 16
-                   ? launch<1, 4, 1, 4, 1, false>(ws, ws_split_stride, a, gather, w, sf, n, k,
-                                                  chunks_per_split, plan, stream)
-                   : launch<2, 8, 2, 2, 1, false>(ws, ws_split_stride, a, gather, w, sf, n, k,
-                                                  chunks_per_split, plan, stream);
+                   ? launch<1, 4, 1, 4, 1, false, false>(ws, ws_split_stride, a, gather, w, sf, n,
+                                                         k, chunks_per_split, plan, stream)
+                   : launch<2, 8, 2, 2, 1, false, false>(ws, ws_split_stride, a, gather, w, sf, n,
+                                                         k, chunks_per_split, plan, stream);
     if (use_tiled(k, plan->tile_rows))
         return nvf_cuda_moe_gemm_tiled(ws, ws_split_stride, a, gather, w, sf, n, k,
-                                       chunks_per_split, plan, stream);
+                                       chunks_per_split, plan, v == 4, stream);
+#define NVF_REG(MT, NT, WM, WN, KB)                                                                \
+    (v == 4 ? launch<MT, NT, WM, WN, KB, true, true>(ws, ws_split_stride, a, gather, w, sf, n, k,  \
+                                                     chunks_per_split, plan, stream)               \
+            : launch<MT, NT, WM, WN, KB, true, false>(ws, ws_split_stride, a, gather, w, sf, n, k, \
+                                                      chunks_per_split, plan, stream))
     if (plan->tile_rows == 16)
-        return kb == 2 ? launch<1, 4, 1, 4, 2, true>(ws, ws_split_stride, a, gather, w, sf, n, k,
-                                                     chunks_per_split, plan, stream)
-                       : launch<1, 4, 1, 4, 1, true>(ws, ws_split_stride, a, gather, w, sf, n, k,
-                                                     chunks_per_split, plan, stream);
-    return launch<2, 8, 2, 2, 1, true>(ws, ws_split_stride, a, gather, w, sf, n, k,
-                                       chunks_per_split, plan, stream);
+        return kb == 2 ? NVF_REG(1, 4, 1, 4, 2) : NVF_REG(1, 4, 1, 4, 1);
+    return NVF_REG(2, 8, 2, 2, 1);
+#undef NVF_REG
 }

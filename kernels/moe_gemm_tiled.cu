@@ -87,18 +87,13 @@ __device__ __forceinline__ void issue_chunk(tiled_stage<MT> &S, const tiled_src<
         cp16(&S.sf[tid], src.sok ? (const void *)(src.s + c * 512) : zero, src.sok ? 16 : 0);
 }
 
-template <int MT>
-__global__ void __launch_bounds__(TB_THREADS, 2)
-    moe_gemm_tiled_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
-                          const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K, int cps,
-                          nvf_cuda_moe_plan plan) {
-    int32_t info = plan.tile_info[blockIdx.y];
-    if (info < 0)
-        return;
-    __shared__ uint32_t lut[256];
-    extern __shared__ uint4 dyn[];
-    tiled_stage<MT> *st = (tiled_stage<MT> *)dyn;
-    e2m1_pair_lut(lut);
+/* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 255.
+ * Ends with no copy in flight; the caller syncs before the stages are reused. */
+template <int MT, bool REP>
+__device__ __forceinline__ void
+tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32_t info, float *ws,
+           int64_t ws_split_stride, const uint16_t *a, int gather, const uint8_t *w,
+           const uint8_t *sf, int64_t N, int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
     int e = info >> 20, r0 = info & 0xFFFFF;
     int row_base = plan.offsets[e], cnt = plan.offsets[e + 1] - row_base;
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -165,8 +160,12 @@ __global__ void __launch_bounds__(TB_THREADS, 2)
             bq[nt] = ((const uint2 *)S.b)[m * 4 + t];
             uint32_t byte =
                 ((const uint8_t *)S.sf)[(m >> 7) * 512 + (ml & 31) * 16 + (ml >> 5) * 4 + t];
-            uint32_t sc = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)byte));
-            s2[nt] = sc | (sc << 16);
+            if (REP) {
+                s2[nt] = slut[byte];
+            } else {
+                uint32_t sc = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)byte));
+                s2[nt] = sc | (sc << 16);
+            }
         }
 #pragma unroll
         for (int j = 0; j < 2; j++) {
@@ -183,8 +182,10 @@ __global__ void __launch_bounds__(TB_THREADS, 2)
                 uint32_t word = j ? bq[nt].y : bq[nt].x;
                 uint32_t bw[4];
 #pragma unroll
-                for (int i = 0; i < 4; i++)
-                    bw[i] = bf16x2_mul(lut[(word >> (8 * i)) & 0xFFu], s2[nt]);
+                for (int i = 0; i < 4; i++) {
+                    uint32_t b = (word >> (8 * i)) & 0xFFu;
+                    bw[i] = bf16x2_mul(REP ? e2m1_pair_rep(lut, b, lane) : lut[b], s2[nt]);
+                }
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                     mma_bf16(acc[mt][nt], aq[mt][0].x, aq[mt][1].x, aq[mt][0].y, aq[mt][1].y, bw[0],
@@ -216,9 +217,41 @@ __global__ void __launch_bounds__(TB_THREADS, 2)
         }
 }
 
+/* CTA (x, y, z): weight rows 256 x of tiles y, y + gridDim.y, ... (the plan's used tiles come
+ * first, then -1: a CTA stops at the first unused one), K range z. REP: the conflict-free
+ * replicated pair table and a scale table (v4); else one 256-entry table and the scale decoded
+ * per use (v2, v3). */
+template <int MT, bool REP>
+__global__ void __launch_bounds__(TB_THREADS, 2)
+    moe_gemm_tiled_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
+                          const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K, int cps,
+                          nvf_cuda_moe_plan plan) {
+    if (plan.tile_info[blockIdx.y] < 0)
+        return;
+    __shared__ uint32_t lut[REP ? E2M1_LUT_REP_WORDS : 256];
+    __shared__ uint32_t slut[REP ? 256 : 1];
+    extern __shared__ uint4 dyn[];
+    tiled_stage<MT> *st = (tiled_stage<MT> *)dyn;
+    if (REP) {
+        e2m1_pair_lut_rep(lut);
+        e4m3_bf16x2_lut(slut);
+    } else {
+        e2m1_pair_lut(lut);
+    }
+    /* the first chunk's barrier orders the tables before any use */
+    for (int64_t ty = blockIdx.y; ty < plan.max_tiles; ty += gridDim.y) {
+        int32_t info = plan.tile_info[ty];
+        if (info < 0)
+            break;
+        tiled_tile<MT, REP>(st, lut, slut, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps,
+                            plan);
+        __syncthreads(); /* every warp is done with the stages before the next tile fills them */
+    }
+}
+
 /* ---- launchers --------------------------------------------------------------------------- */
 
-template <int MT>
+template <int MT, bool REP>
 static int launch_tiled(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                         const uint8_t *sf, int64_t n, int64_t k, int cps,
                         const nvf_cuda_moe_plan *plan, cudaStream_t stream) {
@@ -226,15 +259,15 @@ static int launch_tiled(float *ws, int64_t stride, const uint16_t *a, int gather
     const size_t smem = TB_STAGES * sizeof(tiled_stage<MT>);
     static int attr_set; /* per device in principle; the same value for every device */
     if (!attr_set) {
-        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_tiled_kernel<MT>,
+        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_tiled_kernel<MT, REP>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         attr_set = 1;
     }
     {
         int64_t nchunks = (k + 63) / 64;
-        dim3 grid((unsigned)((n + TB_N - 1) / TB_N), (unsigned)plan->max_tiles,
+        dim3 grid((unsigned)((n + TB_N - 1) / TB_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
                   (unsigned)((nchunks + cps - 1) / cps));
-        moe_gemm_tiled_kernel<MT>
+        moe_gemm_tiled_kernel<MT, REP>
             <<<grid, TB_THREADS, smem, stream>>>(ws, stride, a, gather, w, sf, n, k, cps, *plan);
         NVF_CUDA_TRY(cudaGetLastError());
     }
@@ -245,13 +278,15 @@ done:
 extern "C" int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const uint16_t *a,
                                        int gather, const uint8_t *w, const uint8_t *sf, int64_t n,
                                        int64_t k, int chunks_per_split,
-                                       const nvf_cuda_moe_plan *plan, struct CUstream_st *stream) {
-    if (plan->tile_rows == 16)
-        return launch_tiled<1>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
-                               stream);
-    if (plan->tile_rows == 32)
-        return launch_tiled<2>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
-                               stream);
-    return launch_tiled<4>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
-                           stream);
+                                       const nvf_cuda_moe_plan *plan, int rep,
+                                       struct CUstream_st *stream) {
+#define NVF_TILED(MT)                                                                              \
+    (rep ? launch_tiled<MT, true>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split,   \
+                                  plan, stream)                                                    \
+         : launch_tiled<MT, false>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split,  \
+                                   plan, stream))
+    return plan->tile_rows == 16   ? NVF_TILED(1)
+           : plan->tile_rows == 32 ? NVF_TILED(2)
+                                   : NVF_TILED(4);
+#undef NVF_TILED
 }

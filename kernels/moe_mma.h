@@ -5,6 +5,8 @@
 #ifndef NVFP4_KERNELS_MOE_MMA_H
 #define NVFP4_KERNELS_MOE_MMA_H
 
+#include "nvfp4/format.h"
+
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -19,6 +21,28 @@ __device__ __forceinline__ uint32_t e2m1_bf16(uint32_t c) {
 __device__ __forceinline__ void e2m1_pair_lut(uint32_t *lut) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x)
         lut[i] = e2m1_bf16((uint32_t)i & 15u) | (e2m1_bf16((uint32_t)i >> 4) << 16);
+}
+
+/* The pair table replicated once per lane: the entry of byte b for lane l is at b * 32 + l, so
+ * the 32 lookups of a warp fall in 32 different banks whatever the bytes (one table of 256
+ * words puts random bytes ~3.5 to a bank). 32 KB, filled by the whole block. */
+#define E2M1_LUT_REP_WORDS (256 * 32)
+__device__ __forceinline__ void e2m1_pair_lut_rep(uint32_t *lut) {
+    for (int i = threadIdx.x; i < E2M1_LUT_REP_WORDS; i += blockDim.x)
+        lut[i] = e2m1_bf16(((uint32_t)i >> 5) & 15u) | (e2m1_bf16((uint32_t)i >> 9) << 16);
+}
+
+/* Lane `lane`'s pair of byte b in the replicated table. */
+__device__ __forceinline__ uint32_t e2m1_pair_rep(const uint32_t *lut, uint32_t b, int lane) {
+    return lut[(b << 5) | (uint32_t)lane];
+}
+
+/* E4M3 scale byte -> its value as a BF16 pair (exact: 4 significant bits), all 256 bytes. */
+__device__ __forceinline__ void e4m3_bf16x2_lut(uint32_t *slut) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+        uint32_t s = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)i));
+        slut[i] = s | (s << 16);
+    }
 }
 
 /* a * b per BF16 half; exact here, so the rounding mode never acts (the -0 addend keeps the sign

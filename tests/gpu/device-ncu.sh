@@ -49,10 +49,10 @@ fi
 for t in ${NVFP4_NCU_TOKENS:-16 512 4096}; do
     timeout 150 "$NCU" --clock-control none -k regex:moe_gemm --launch-skip 6 --launch-count 2 \
         --section SpeedOfLight --section Occupancy --section WarpStateStats \
-        --section MemoryWorkloadAnalysis --section LaunchStats --section ComputeWorkloadAnalysis \
+        --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section SchedulerStats --section InstructionStats --section LaunchStats --section ComputeWorkloadAnalysis \
         "$BIN" bench moe --device cuda --shape deepseek-v3 --tokens "$t" --runs 1 \
         --precision w4a16 >"$res/ncu-$t.txt" 2>&1
     echo "tokens $t: rc $?"
-    grep -E "moe_gemm|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Compute \(SM\) Throughput|Theoretical Occupancy|Block Limit|Stall|L2 Hit" "$res/ncu-$t.txt" | head -60
+    grep -E "moe_gemm|Duration|Bank Conflicts|Issue Slots Busy|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Compute \(SM\) Throughput|Theoretical Occupancy|Block Limit|Stall|L2 Hit" "$res/ncu-$t.txt" | head -60
 done
 tar czf "$OUT/ncu.tgz" -C "$res" .

@@ -113,7 +113,17 @@ typedef struct nvf_cuda_moe_plan {
     const int32_t *tile_info; /* [max_tiles] expert << 20 | row0 of each tile; -1 unused */
     const int32_t *perm;      /* [rows] slot of each permuted row */
     int32_t max_tiles, tile_rows, top_k;
+    /* tiles the GEMM grid spans (0: max_tiles): a CTA takes tiles y, y + grid_tiles, ... up to
+     * the first unused one, so fewer than max_tiles leaves no CTA that only finds -1 (the tile
+     * map's worst case is far above the usual count) and stays correct for any routing */
+    int32_t grid_tiles;
 } nvf_cuda_moe_plan;
+
+/** The GEMM grid's tile extent for `plan`. */
+static inline int32_t nvf_cuda_moe_grid_tiles(const nvf_cuda_moe_plan *plan) {
+    return plan->grid_tiles > 0 && plan->grid_tiles < plan->max_tiles ? plan->grid_tiles
+                                                                      : plan->max_tiles;
+}
 
 /**
  * Queue ws[z][row][n] (z < ceil(ceil(K/64) / chunks_per_split), rows in permuted order, n < N)
@@ -125,10 +135,11 @@ typedef struct nvf_cuda_moe_plan {
  * @return 0 or NVF_E_CUDA.
  */
 /** The same staged in shared memory (kernels/moe_gemm_tiled.cu), 16-, 32- or 64-row tiles;
- * K % 32 == 0. nvf_cuda_moe_gemm calls it where it applies. */
+ * K % 32 == 0. nvf_cuda_moe_gemm calls it where it applies. `rep`: the replicated
+ * (bank-conflict-free) E2M1 table and an E4M3 scale table (kernel v4). */
 int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                             const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k,
-                            int chunks_per_split, const nvf_cuda_moe_plan *plan,
+                            int chunks_per_split, const nvf_cuda_moe_plan *plan, int rep,
                             struct CUstream_st *stream);
 
 /** The K step of the GEMM for K and the tile height, in 64-value chunks (1 or 2): the K ranges
