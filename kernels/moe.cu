@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 
 #define PERM_THREADS 1024
@@ -345,6 +346,25 @@ static int64_t tile_rows_from(int32_t rows) {
     return rows == 64 ? v64 : v32;
 }
 
+/* The expected number of tiles of `rows` rows for `local` slots spread at random over E experts:
+ * E x the sum over j of P(X > j rows), X ~ Poisson(local / E) the rows of one expert. */
+static int64_t expected_tiles(int64_t local, int64_t E, int32_t rows) {
+    double lam = (double)local / (double)E, p = exp(-lam), cdf = 0.0, tiles = 0.0;
+    if (lam > 500.0) { /* exp underflows long before; ceil(X / rows) is X / rows + 1/2 there */
+        tiles = lam / rows + 0.5;
+    } else {
+        int64_t top = (int64_t)(lam + 12.0 * sqrt(lam) + 24.0);
+        for (int64_t x = 0; x <= top; x++) {
+            cdf += p; /* P(X <= x) */
+            if (x % rows == 0)
+                tiles += 1.0 - cdf; /* ceil(X / rows) = the number of j >= 0 with X > j rows */
+            p = p * lam / (double)(x + 1);
+        }
+    }
+    int64_t t = (int64_t)ceil(tiles * (double)E);
+    return t > 0 ? t : 1;
+}
+
 /* K splits for a GEMM of n weight rows and k values: enough CTAs for about four per SM when
  * few tiles are expected; a function of the token count only, so runs are repeatable. The
  * K chunks (64 values) are dealt in ranges of *cps; the return value is the number of ranges,
@@ -353,12 +373,29 @@ static int splits_for(int *cps, const nvf_cuda_moe *m, int64_t slots, int64_t ti
                       int64_t k, int32_t tile_rows) {
     int step = nvf_cuda_moe_gemm_step(k, tile_rows), bn = nvf_cuda_moe_gemm_cta_rows(k, tile_rows);
     int64_t nchunks = (k + 63) / 64, s = 1;
+    int64_t ctas = tiles_est * ((n + bn - 1) / bn);
     if (slots <= SPLIT_SLOTS) {
-        int64_t ctas = tiles_est * ((n + bn - 1) / bn), want = 4 * (int64_t)m->sms;
+        int64_t want = 4 * (int64_t)m->sms;
         int64_t cap = nchunks / 4 > 0 ? nchunks / 4 : 1;
         s = ctas >= want ? 1 : (want + ctas - 1) / ctas;
         s = s > cap ? cap : s;
         s = s > MAX_SPLITS ? MAX_SPLITS : s;
+    } else if (!getenv("NVFP4_MOE_NO_WAVE_SPLIT")) {
+        /* more slots: split only where the CTAs would fill their last wave poorly (bench moe at
+         * c4a08b5: FC2 of DeepSeek-V3 at 512 tokens, 896 CTAs in waves of 264): the fewest
+         * splits, up to 4 and what the workspace holds, whose waves are >= 90% full */
+        int64_t wave = (int64_t)m->sms * nvf_cuda_moe_gemm_residency(k, tile_rows);
+        int64_t room = m->ws_floats / (slots * n), cap = nchunks / 8;
+        cap = cap < room ? cap : room;
+        cap = cap < 4 ? cap : 4;
+        double best = 0.0;
+        for (int64_t z = 1; z <= cap && best < 0.9; z++) {
+            double w = (double)(ctas * z) / (double)wave, eff = w / ceil(w);
+            if (eff > best + 0.02) {
+                best = eff;
+                s = z;
+            }
+        }
     }
     *cps = (int)((nchunks + s - 1) / s);
     *cps = (*cps + step - 1) / step * step; /* ranges start on the GEMM's K step */
@@ -392,10 +429,7 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
                 nvf_cuda_moe_gemm_cta_rows(I, rows) == 256)
                 tile_rows = rows;
         int32_t max_tiles = (int32_t)((slots + tile_rows - 1) / tile_rows + E);
-        /* tiles: one per row while rows are fewer than experts, else at least one per expert */
-        int64_t tiles_est = local < E ? local : (local + tile_rows - 1) / tile_rows;
-        if (local >= E && tiles_est < E)
-            tiles_est = E;
+        int64_t tiles_est = expected_tiles(local, E, tile_rows);
         int cps1, cps2;
         int s1 = splits_for(&cps1, m, slots, tiles_est, n1, H, tile_rows);
         int s2 = splits_for(&cps2, m, slots, tiles_est, H, I, tile_rows);

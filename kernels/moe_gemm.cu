@@ -188,9 +188,7 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
                 }
 #pragma unroll
                 for (int i = 0; i < 8; i++) {
-                    uint32_t byte = (cq[nt][2 * j + (i >> 2)] >> (8 * (i & 3))) & 0xFFu;
-                    bw[8 * j + i] =
-                        bf16x2_mul(REP ? e2m1_pair_rep(lut, byte, lane) : lut[byte], s2);
+                    bw[8 * j + i] = bf16x2_mul(lut[byte_of(cq[nt][2 * j + (i >> 2)], i & 3)], s2);
                 }
             }
 #pragma unroll
@@ -222,7 +220,7 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
 }
 
 /* CTA (x, y, z): weight rows BN x of tiles y, y + gridDim.y, ... up to the first unused one,
- * K range z. REP: the replicated pair table and the scale table (v4). */
+ * K range z. REP: scales through a table of BF16 pairs (v4); else decoded per use. */
 template <int MT, int NT, int WM, int WN, int KB, bool PF, bool REP>
 __global__ void __launch_bounds__(WM *WN * 32)
     moe_gemm_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
@@ -230,14 +228,11 @@ __global__ void __launch_bounds__(WM *WN * 32)
                     nvf_cuda_moe_plan plan) {
     if (plan.tile_info[blockIdx.y] < 0) /* before anything else: CTAs beyond the used tiles */
         return;
-    __shared__ uint32_t lut[REP ? E2M1_LUT_REP_WORDS : 256];
+    __shared__ uint32_t lut[256];
     __shared__ uint32_t slut[REP ? 256 : 1];
-    if (REP) {
-        e2m1_pair_lut_rep(lut);
+    e2m1_pair_lut(lut);
+    if (REP)
         e4m3_bf16x2_lut(slut);
-    } else {
-        e2m1_pair_lut(lut);
-    }
     __syncthreads();
     for (int64_t ty = blockIdx.y; ty < plan.max_tiles; ty += gridDim.y) {
         int32_t info = plan.tile_info[ty];
@@ -254,10 +249,11 @@ __global__ void __launch_bounds__(WM *WN * 32)
  * 8-byte steps, 16- and 64-row tiles); v2 the register kernel with 16-byte steps (K % 128 == 0)
  * and prefetch for 16-row tiles and the shared-memory kernel (moe_gemm_tiled.cu) for 32- and
  * 64-row tiles (K % 32 == 0); v3 the shared-memory kernel for every tile height; v4, the
- * default, v2's choice of kernels with the bank-conflict-free replicated E2M1 table and an E4M3
- * scale table instead of one 256-entry table (~3.5 lanes to a bank for random bytes) and the
- * scale decoded per use. bench moe at 00142a7 on the H200: v2 is 4-12% faster than v3 up to 128
- * tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even elsewhere
+ * default, v2's kernels with each block scale read from a 256-entry table of BF16 pairs instead
+ * of decoded per use (a branchy E4M3 decode, about a third of the K loop's instructions). A
+ * table of the E2M1 pairs replicated per lane (bank-conflict free) did not help: bench moe at
+ * c4a08b5, bench/results/gemm-h200-c4a08b5/. bench moe at 00142a7 on the H200: v2 is 4-12% faster
+ * than v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even elsewhere
  * (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
 static int gemm_version(void) {
     static int v = 0;
@@ -299,6 +295,32 @@ static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, cons
     NVF_CUDA_TRY(cudaGetLastError());
 done:
     return rc;
+}
+
+template <int MT, int NT, int WM, int WN, int KB, bool PF, bool REP> static int residency(void) {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &n, moe_gemm_kernel<MT, NT, WM, WN, KB, PF, REP>, WM * WN * 32, 0) != cudaSuccess) {
+        cudaGetLastError();
+        return 1;
+    }
+    return n > 0 ? n : 1;
+}
+
+extern "C" int nvf_cuda_moe_gemm_residency(int64_t k, int32_t tile_rows) {
+    int kb = nvf_cuda_moe_gemm_step(k, tile_rows), v = gemm_version();
+    if (v == 1)
+        return tile_rows == 16 ? residency<1, 4, 1, 4, 1, false, false>()
+                               : residency<2, 8, 2, 2, 1, false, false>();
+    if (use_tiled(k, tile_rows))
+        return nvf_cuda_moe_gemm_tiled_residency(tile_rows, v == 4);
+    if (tile_rows == 16)
+        return kb == 2 ? (v == 4 ? residency<1, 4, 1, 4, 2, true, true>()
+                                 : residency<1, 4, 1, 4, 2, true, false>())
+                       : (v == 4 ? residency<1, 4, 1, 4, 1, true, true>()
+                                 : residency<1, 4, 1, 4, 1, true, false>());
+    return v == 4 ? residency<2, 8, 2, 2, 1, true, true>()
+                  : residency<2, 8, 2, 2, 1, true, false>();
 }
 
 extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,

@@ -21,6 +21,7 @@
 
 #include "nvfp4/format.h"
 #include "nvfp4/layout.h"
+#include "nvfp4/status.h"
 
 #include <cuda_runtime.h>
 
@@ -183,8 +184,7 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
                 uint32_t bw[4];
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
-                    uint32_t b = (word >> (8 * i)) & 0xFFu;
-                    bw[i] = bf16x2_mul(REP ? e2m1_pair_rep(lut, b, lane) : lut[b], s2[nt]);
+                    bw[i] = bf16x2_mul(lut[byte_of(word, i)], s2[nt]);
                 }
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
@@ -218,9 +218,8 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
 }
 
 /* CTA (x, y, z): weight rows 256 x of tiles y, y + gridDim.y, ... (the plan's used tiles come
- * first, then -1: a CTA stops at the first unused one), K range z. REP: the conflict-free
- * replicated pair table and a scale table (v4); else one 256-entry table and the scale decoded
- * per use (v2, v3). */
+ * first, then -1: a CTA stops at the first unused one), K range z. REP: scales through a
+ * 256-entry table of BF16 pairs (v4); else decoded per use (v2, v3). */
 template <int MT, bool REP>
 __global__ void __launch_bounds__(TB_THREADS, 2)
     moe_gemm_tiled_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
@@ -228,16 +227,13 @@ __global__ void __launch_bounds__(TB_THREADS, 2)
                           nvf_cuda_moe_plan plan) {
     if (plan.tile_info[blockIdx.y] < 0)
         return;
-    __shared__ uint32_t lut[REP ? E2M1_LUT_REP_WORDS : 256];
+    __shared__ uint32_t lut[256];
     __shared__ uint32_t slut[REP ? 256 : 1];
     extern __shared__ uint4 dyn[];
     tiled_stage<MT> *st = (tiled_stage<MT> *)dyn;
-    if (REP) {
-        e2m1_pair_lut_rep(lut);
+    e2m1_pair_lut(lut);
+    if (REP)
         e4m3_bf16x2_lut(slut);
-    } else {
-        e2m1_pair_lut(lut);
-    }
     /* the first chunk's barrier orders the tables before any use */
     for (int64_t ty = blockIdx.y; ty < plan.max_tiles; ty += gridDim.y) {
         int32_t info = plan.tile_info[ty];
@@ -251,18 +247,29 @@ __global__ void __launch_bounds__(TB_THREADS, 2)
 
 /* ---- launchers --------------------------------------------------------------------------- */
 
+/* The dynamic shared memory of the MT kernel, its limit raised once (per process: the value is
+ * the same for every device). */
+template <int MT, bool REP> static int tiled_smem(size_t *smem) {
+    int rc = 0;
+    static int attr_set;
+    *smem = TB_STAGES * sizeof(tiled_stage<MT>);
+    if (!attr_set) {
+        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_tiled_kernel<MT, REP>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)*smem));
+        attr_set = 1;
+    }
+done:
+    return rc;
+}
+
 template <int MT, bool REP>
 static int launch_tiled(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                         const uint8_t *sf, int64_t n, int64_t k, int cps,
                         const nvf_cuda_moe_plan *plan, cudaStream_t stream) {
-    int rc = 0;
-    const size_t smem = TB_STAGES * sizeof(tiled_stage<MT>);
-    static int attr_set; /* per device in principle; the same value for every device */
-    if (!attr_set) {
-        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_tiled_kernel<MT, REP>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        attr_set = 1;
-    }
+    size_t smem = 0;
+    int rc = tiled_smem<MT, REP>(&smem);
+    if (rc)
+        return rc;
     {
         int64_t nchunks = (k + 63) / 64;
         dim3 grid((unsigned)((n + TB_N - 1) / TB_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
@@ -273,6 +280,27 @@ static int launch_tiled(float *ws, int64_t stride, const uint16_t *a, int gather
     }
 done:
     return rc;
+}
+
+template <int MT, bool REP> static int tiled_residency(void) {
+    size_t smem = 0;
+    int n = 0;
+    if (tiled_smem<MT, REP>(&smem) ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, moe_gemm_tiled_kernel<MT, REP>,
+                                                      TB_THREADS, smem) != cudaSuccess) {
+        cudaGetLastError();
+        nvf_error_clear();
+        return 1;
+    }
+    return n > 0 ? n : 1;
+}
+
+extern "C" int nvf_cuda_moe_gemm_tiled_residency(int32_t tile_rows, int rep) {
+    if (tile_rows == 16)
+        return rep ? tiled_residency<1, true>() : tiled_residency<1, false>();
+    if (tile_rows == 32)
+        return rep ? tiled_residency<2, true>() : tiled_residency<2, false>();
+    return rep ? tiled_residency<4, true>() : tiled_residency<4, false>();
 }
 
 extern "C" int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const uint16_t *a,

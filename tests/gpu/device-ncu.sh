@@ -47,7 +47,7 @@ PY
     exit 0
 fi
 for t in ${NVFP4_NCU_TOKENS:-16 512 4096}; do
-    timeout 150 "$NCU" --clock-control none -k regex:moe_gemm --launch-skip 6 --launch-count 2 \
+    timeout 150 "$NCU" --clock-control none ${NVFP4_NCU_DETAILS:+--print-details all} -k regex:moe_gemm --launch-skip 6 --launch-count 2 \
         --section SpeedOfLight --section Occupancy --section WarpStateStats \
         --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section SchedulerStats --section InstructionStats --section LaunchStats --section ComputeWorkloadAnalysis \
         "$BIN" bench moe --device cuda --shape deepseek-v3 --tokens "$t" --runs 1 \
