@@ -306,6 +306,14 @@ int cv_sources_is_copied(const char *name);
  */
 int cv_sources_hash(cv_sources *s, int (*quit)(void *), void *ctx);
 
+/** Source bytes of a member's 2-D view. */
+uint64_t cv_member_bytes(const cv_member *m);
+/** Drop the resident pages of bytes [data, data + len) of tensor `ti`'s mapping (MADV_DONTNEED:
+ * file-backed, read again if needed). */
+void cv_release_range(const nvf_ckpt *ck, size_t ti, const void *data, uint64_t len);
+/** Ask the kernel to read a member's source pages ahead (MADV_WILLNEED). */
+void cv_prefetch_member(const nvf_ckpt *ck, const cv_member *m);
+
 /* Target format ---------------------------------------------------------------------------- */
 
 typedef struct cv_finish_args cv_finish_args;
