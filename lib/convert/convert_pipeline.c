@@ -193,6 +193,7 @@ static void *hasher_main(void *arg) {
             pthread_cond_wait(&pl->cv, &pl->mu);
         if (pl->fin_head == pl->fin_tail) {
             pthread_mutex_unlock(&pl->mu);
+            cv_prof_cpu(CV_R_HASHER, cv_prof_thread_cpu());
             return NULL;
         }
         pending_shard ps = pl->fin[pl->fin_head++ % HASHERS];
@@ -279,6 +280,7 @@ static void *writer_main(void *arg) {
         cv_prof_add(CV_P_PUBLISH, t);
     }
     cv_writer_cancel(w); /* a shard left open: its hasher removes it */
+    cv_prof_cpu(CV_R_WRITER, cv_prof_thread_cpu());
     return NULL;
 }
 
@@ -372,7 +374,7 @@ static int compute_one(pipeline *pl, nvf_backend *b, queue_item *it, size_t n, u
 static int produce(pipeline *pl, const nvf_device *dev, int threads, size_t k, size_t n) {
     cv_plan *p = pl->r->p;
     nvf_backend *b = NULL;
-    uint64_t t = cv_prof_now(), busy = 0;
+    uint64_t t = cv_prof_now(), busy = 0, cpu = cv_prof_thread_cpu();
     int rc = nvf_backend_open(&b, dev, threads);
     cv_prof_add(CV_P_BACKEND_OPEN, t);
     size_t live = 0;
@@ -402,6 +404,7 @@ static int produce(pipeline *pl, const nvf_device *dev, int threads, size_t k, s
     }
     nvf_backend_close(b);
     cv_prof_worker_busy(busy);
+    cv_prof_cpu(CV_R_COMPUTE, cv_prof_thread_cpu() - cpu);
     return rc;
 }
 

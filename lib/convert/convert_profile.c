@@ -21,6 +21,7 @@ static _Atomic uint64_t g_ns[CV_P_N];
 static _Atomic uint64_t g_worker_max;
 static _Atomic uint64_t g_source_end;
 static _Atomic int g_threads[CV_R_N];
+static _Atomic uint64_t g_cpu[CV_R_N];
 static _Atomic uint64_t g_run[2], g_pipe[2]; /* start, end */
 
 uint64_t cv_prof_now(void) {
@@ -32,8 +33,10 @@ uint64_t cv_prof_now(void) {
 void cv_prof_reset(void) {
     for (int k = 0; k < CV_P_N; k++)
         atomic_store(&g_ns[k], 0);
-    for (int k = 0; k < CV_R_N; k++)
+    for (int k = 0; k < CV_R_N; k++) {
         atomic_store(&g_threads[k], 0);
+        atomic_store(&g_cpu[k], 0);
+    }
     atomic_store(&g_worker_max, 0);
     atomic_store(&g_source_end, 0);
     atomic_store(&g_pipe[0], 0);
@@ -52,6 +55,17 @@ static void store_max(_Atomic uint64_t *a, uint64_t v) {
     uint64_t cur = atomic_load(a);
     while (v > cur && !atomic_compare_exchange_weak(a, &cur, v))
         ;
+}
+
+uint64_t cv_prof_thread_cpu(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void cv_prof_cpu(cv_prof_role role, uint64_t ns) {
+    atomic_fetch_add_explicit(&g_cpu[role], ns, memory_order_relaxed);
 }
 
 void cv_prof_worker_busy(uint64_t ns) {
@@ -186,6 +200,8 @@ char *nvf_convert_profile_to_json(void) {
             ok = add_num(so, s->parts[k].name, key_s((cv_prof_key)s->parts[k].key));
         if (ok && s->role == CV_R_COMPUTE)
             ok = add_num(so, "busy_max", secs(atomic_load(&g_worker_max)));
+        if (ok && s->parts[1].name)
+            ok = add_num(so, "cpu", secs(atomic_load(&g_cpu[s->role])));
         if (ok && s->parts[0].key == CV_P_SOURCE_HASH)
             ok = add_num(so, "end_seconds", source_end_s());
     }
@@ -207,6 +223,8 @@ void nvf_convert_profile_print(FILE *f) {
         fprintf(f, "  %-12s %7d %9.2f %9.2f ", s->name, stage_threads(s), busy, wait);
         if (s->role == CV_R_COMPUTE)
             fprintf(f, " busy_max %.2f", secs(atomic_load(&g_worker_max)));
+        if (s->parts[1].name)
+            fprintf(f, " cpu %.2f", secs(atomic_load(&g_cpu[s->role])));
         for (size_t k = 0; s->parts[1].name && k < 10 && s->parts[k].name; k++)
             fprintf(f, " %s %.2f", s->parts[k].name, key_s((cv_prof_key)s->parts[k].key));
         fputc('\n', f);

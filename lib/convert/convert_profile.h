@@ -60,6 +60,10 @@ void cv_prof_source_done(void);
 void cv_prof_pipeline(int start);
 /** `n` threads of `role` (the largest count set in a run is kept). */
 void cv_prof_threads(cv_prof_role role, int n);
+/** The calling thread's CPU nanoseconds so far (CLOCK_THREAD_CPUTIME_ID). */
+uint64_t cv_prof_thread_cpu(void);
+/** Add `ns` CPU nanoseconds to `role` (its threads' own CPU time, beside their wall time). */
+void cv_prof_cpu(cv_prof_role role, uint64_t ns);
 /** The run's end (for the run seconds). */
 void cv_prof_end(void);
 /** Name the calling thread (at most 15 characters shown by top -H); printf format. */

@@ -48,6 +48,9 @@ for path, workers in ((sys.argv[1], 2), (sys.argv[2], 1)):
         # a thread is at most busy for the whole run (small slack for clock granularity)
         assert st['busy'] <= run * st['threads'] + 0.01, (name, st, run)
         assert st['busy'] + st['wait'] <= run * st['threads'] + 0.01, (name, st, run)
+    for name in ('compute', 'writer', 'hasher'):  # CPU time of threads alive within the run
+        assert p[name]['cpu'] <= run * p[name]['threads'] + 0.01, (name, p[name])
+    assert p['writer']['cpu'] > 0, p['writer']
     assert p['compute']['threads'] == workers, p['compute']
     assert p['compute']['busy_max'] <= p['compute']['busy'] + 1e-9, p['compute']
     assert p['compute']['compute'] > 0, p['compute']
