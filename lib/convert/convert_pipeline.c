@@ -280,6 +280,7 @@ static void *writer_main(void *arg) {
         cv_prof_add(CV_P_PUBLISH, t);
     }
     cv_writer_cancel(w); /* a shard left open: its hasher removes it */
+    cv_prof_writer_done();
     cv_prof_cpu(CV_R_WRITER, cv_prof_thread_cpu());
     return NULL;
 }

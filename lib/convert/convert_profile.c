@@ -19,7 +19,7 @@
 
 static _Atomic uint64_t g_ns[CV_P_N];
 static _Atomic uint64_t g_worker_max;
-static _Atomic uint64_t g_source_end;
+static _Atomic uint64_t g_source_end, g_writer_end;
 static _Atomic int g_threads[CV_R_N];
 static _Atomic uint64_t g_cpu[CV_R_N];
 static _Atomic uint64_t g_run[2], g_pipe[2]; /* start, end */
@@ -39,6 +39,7 @@ void cv_prof_reset(void) {
     }
     atomic_store(&g_worker_max, 0);
     atomic_store(&g_source_end, 0);
+    atomic_store(&g_writer_end, 0);
     atomic_store(&g_pipe[0], 0);
     atomic_store(&g_pipe[1], 0);
     atomic_store(&g_run[1], 0);
@@ -74,6 +75,10 @@ void cv_prof_worker_busy(uint64_t ns) {
 
 void cv_prof_source_done(void) {
     store_max(&g_source_end, cv_prof_now());
+}
+
+void cv_prof_writer_done(void) {
+    atomic_store(&g_writer_end, cv_prof_now());
 }
 
 void cv_prof_pipeline(int start) {
@@ -180,6 +185,10 @@ static double source_end_s(void) {
     return span_s(atomic_load(&g_run[0]), atomic_load(&g_source_end));
 }
 
+static double writer_end_s(void) {
+    return span_s(atomic_load(&g_run[0]), atomic_load(&g_writer_end));
+}
+
 static int add_num(cJSON *o, const char *k, double v) {
     return cJSON_AddNumberToObject(o, k, v) != NULL;
 }
@@ -202,6 +211,8 @@ char *nvf_convert_profile_to_json(void) {
             ok = add_num(so, "busy_max", secs(atomic_load(&g_worker_max)));
         if (ok && s->parts[1].name)
             ok = add_num(so, "cpu", secs(atomic_load(&g_cpu[s->role])));
+        if (ok && s->role == CV_R_WRITER)
+            ok = add_num(so, "end_seconds", writer_end_s());
         if (ok && s->parts[0].key == CV_P_SOURCE_HASH)
             ok = add_num(so, "end_seconds", source_end_s());
     }
@@ -213,8 +224,11 @@ char *nvf_convert_profile_to_json(void) {
 }
 
 void nvf_convert_profile_print(FILE *f) {
-    fprintf(f, "convert profile: run %.2f s, pipeline %.2f s, source hashing done at %.2f s\n",
-            run_s(), span_s(atomic_load(&g_pipe[0]), atomic_load(&g_pipe[1])), source_end_s());
+    fprintf(f,
+            "convert profile: run %.2f s, pipeline %.2f s, writer done at %.2f s, source hashing "
+            "done at %.2f s\n",
+            run_s(), span_s(atomic_load(&g_pipe[0]), atomic_load(&g_pipe[1])), writer_end_s(),
+            source_end_s());
     fprintf(f, "  %-12s %7s %9s %9s  %s\n", "stage", "threads", "busy s", "wait s", "detail (s)");
     for (size_t i = 0; i < N_STAGES; i++) {
         const stage *s = &k_stages[i];

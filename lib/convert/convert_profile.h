@@ -56,6 +56,8 @@ uint64_t cv_prof_add(cv_prof_key k, uint64_t since);
 void cv_prof_worker_busy(uint64_t ns);
 /** A source file hashed now (its end, for when the source hashing finished). */
 void cv_prof_source_done(void);
+/** The writer's last job written (for the hashers' tail after it). */
+void cv_prof_writer_done(void);
 /** The pipeline's start (start = 1) or end. */
 void cv_prof_pipeline(int start);
 /** `n` threads of `role` (the largest count set in a run is kept). */

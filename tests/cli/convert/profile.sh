@@ -59,6 +59,7 @@ for path, workers in ((sys.argv[1], 2), (sys.argv[2], 1)):
     assert p['hasher']['threads'] == 4 and p['hasher']['sha256'] > 0, p['hasher']
     assert p['crc']['busy'] > 0 and p['source_hash']['busy'] > 0, p
     assert 0 < p['source_hash']['end_seconds'] <= run, p['source_hash']
+    assert 0 < p['writer']['end_seconds'] <= run, p['writer']
     assert p['finish']['busy'] > 0, p['finish']
 err = open(sys.argv[3]).read().splitlines()
 rows = {l.split()[0]: l.split() for l in err if l.startswith('  ') and not l.split()[0] == 'stage'}
