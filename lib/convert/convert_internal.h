@@ -14,6 +14,7 @@
  *   convert_meta.c      the ModelOpt configuration documents;
  *   convert_parts.c     --shard i/N: the split, the fingerprint, the part records;
  *   convert_merge.c     nvf_merge_run: the parts' union through the finish above.
+ *   convert_profile.c   the stage profile: busy and waiting seconds per thread role.
  */
 #ifndef NVFP4_CONVERT_INTERNAL_H
 #define NVFP4_CONVERT_INTERNAL_H
