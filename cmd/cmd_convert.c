@@ -277,6 +277,15 @@ static int print_summary(const nvf_convert_options *o, const nvf_convert_summary
     cJSON_AddNumberToObject(j, "seconds", secs);
     cJSON_AddNumberToObject(j, "gb_per_s", gbs);
     cJSON_AddNumberToObject(j, "peak_rss_bytes", rss);
+    char *prof = nvf_convert_profile_to_json();
+    cJSON *pj = prof ? cJSON_Parse(prof) : NULL;
+    free(prof);
+    if (!pj || !cJSON_AddItemToObject(j, "profile", pj)) {
+        cJSON_Delete(pj);
+        cJSON_Delete(j);
+        fprintf(stderr, "nvfp4tool convert: error: out of memory writing the summary\n");
+        return EXIT_RUNTIME;
+    }
     int rc = cli_print_json(k_spec.name, j);
     cJSON_Delete(j);
     return rc;
@@ -344,6 +353,9 @@ int cmd_convert(int argc, char **argv) {
         rc = cli_fail(k_spec.name, st);
         goto done;
     }
+    const char *prof = getenv("NVFP4_CONVERT_PROFILE");
+    if (prof && strcmp(prof, "0") != 0 && *prof)
+        nvf_convert_profile_print(stderr);
     rc = print_summary(&o, &sum, now_s() - t0);
 done:
     nvf_recipe_free(&r);

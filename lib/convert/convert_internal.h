@@ -14,6 +14,7 @@
  *   convert_meta.c      the ModelOpt configuration documents;
  *   convert_parts.c     --shard i/N: the split, the fingerprint, the part records;
  *   convert_merge.c     nvf_merge_run: the parts' union through the finish above.
+ *   convert_profile.c   the stage profile: busy and waiting seconds per thread role.
  */
 #ifndef NVFP4_CONVERT_INTERNAL_H
 #define NVFP4_CONVERT_INTERNAL_H
@@ -305,6 +306,14 @@ int cv_sources_is_copied(const char *name);
  * when quit(ctx) is non-zero (quit may be NULL). @return 0, NVF_E_IO, NVF_E_NOMEM.
  */
 int cv_sources_hash(cv_sources *s, int (*quit)(void *), void *ctx);
+
+/** Source bytes of a member's 2-D view. */
+uint64_t cv_member_bytes(const cv_member *m);
+/** Drop the resident pages of bytes [data, data + len) of tensor `ti`'s mapping (MADV_DONTNEED:
+ * file-backed, read again if needed). */
+void cv_release_range(const nvf_ckpt *ck, size_t ti, const void *data, uint64_t len);
+/** Ask the kernel to read a member's source pages ahead (MADV_WILLNEED). */
+void cv_prefetch_member(const nvf_ckpt *ck, const cv_member *m);
 
 /* Target format ---------------------------------------------------------------------------- */
 

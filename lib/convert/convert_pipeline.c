@@ -17,8 +17,8 @@
  * the buffers in flight plus one job, whatever the checkpoint size. Progress counts source bytes.
  */
 #include "convert_internal.h"
+#include "convert_profile.h"
 
-#include "io/st_file.h"
 #include "nvfp4/pool.h"
 #include "nvfp4/status.h"
 
@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #define COPY_CHUNK ((size_t)64 << 20)
@@ -65,6 +64,7 @@ typedef struct pipeline {
     nvf_error_state hash_err;
     /* Shards written and handed to the hashers (a ring of HASHERS), under mu. */
     pending_shard fin[HASHERS];
+    size_t n_named;            /* hasher threads named so far (nvf-hashN) */
     size_t fin_head, fin_tail; /* queued: [fin_head, fin_tail) */
     size_t pending;            /* queued or being hashed */
     int fin_end;               /* the writer is done: hashers leave once the ring is empty */
@@ -81,39 +81,6 @@ static void signal_all(pipeline *pl, int *flag) {
     *flag = 1;
     pthread_cond_broadcast(&pl->cv);
     pthread_mutex_unlock(&pl->mu);
-}
-
-/* Source pages ---------------------------------------------------------------------------- */
-
-/* Drop the resident pages of a source range (file-backed: they are read again if needed). */
-static void release_range(const nvf_ckpt *ck, size_t ti, const void *data, uint64_t len) {
-    const nvf_st_file_priv *f = nvf_st_priv_of(ck->files[ck->tensors[ti].file].st);
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t base = (uintptr_t)f->map, lim = base + f->map_len;
-    uintptr_t a = (uintptr_t)data & ~(page - 1),
-              z = ((uintptr_t)data + len + page - 1) & ~(page - 1);
-    if (!f->map || len == 0)
-        return;
-    if (a < base)
-        a = base;
-    if (z > lim)
-        z = lim;
-    if (z > a)
-        madvise((void *)a, z - a, MADV_DONTNEED);
-}
-
-static uint64_t member_bytes(const cv_member *m) {
-    return (uint64_t)m->src.rows * (uint64_t)m->src.cols * (nvf_dtype_bits(m->src.dtype) / 8);
-}
-
-static void prefetch_member(const nvf_ckpt *ck, const cv_member *m) {
-    const nvf_quant_source *s = &m->src;
-    const nvf_st_file_priv *f = nvf_st_priv_of(ck->files[ck->tensors[m->tensor].file].st);
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)s->data & ~(page - 1);
-    uint64_t len = member_bytes(m);
-    if (f->map && len > 0 && a >= (uintptr_t)f->map)
-        madvise((void *)a, (size_t)((uintptr_t)s->data + len - a), MADV_WILLNEED);
 }
 
 /* Writer ---------------------------------------------------------------------------------- */
@@ -150,7 +117,7 @@ static int write_copy(pipeline *pl, cv_writer *w, const cv_job *j) {
             return nvf_error_set(NVF_E_INTERRUPTED, "interrupted while copying '%s'", st->name);
         size_t k = len - off < COPY_CHUNK ? (size_t)(len - off) : COPY_CHUNK;
         int rc = cv_writer_write_at(w, pc->out, pc->off + off, st->data + off, k);
-        release_range(r->ck, ti, st->data + off, k);
+        cv_release_range(r->ck, ti, st->data + off, k);
         if (rc != NVF_OK)
             return rc;
         off += k;
@@ -216,18 +183,25 @@ static int hand_to_hashers(pipeline *pl, cv_writer *w, size_t si) {
 static void *hasher_main(void *arg) {
     pipeline *pl = arg;
     cv_run *r = pl->r;
+    pthread_mutex_lock(&pl->mu);
+    cv_prof_name_thread("nvf-hash%zu", pl->n_named++);
+    pthread_mutex_unlock(&pl->mu);
     for (;;) {
+        uint64_t t = cv_prof_now();
         pthread_mutex_lock(&pl->mu);
         while (pl->fin_head == pl->fin_tail && !pl->fin_end)
             pthread_cond_wait(&pl->cv, &pl->mu);
         if (pl->fin_head == pl->fin_tail) {
             pthread_mutex_unlock(&pl->mu);
+            cv_prof_cpu(CV_R_HASHER, cv_prof_thread_cpu());
             return NULL;
         }
         pending_shard ps = pl->fin[pl->fin_head++ % HASHERS];
         pthread_mutex_unlock(&pl->mu);
+        t = cv_prof_add(CV_P_WAIT_SHARD, t);
         /* When failing, finish stops at once (hash_quit) and removes the shard. */
         int rc = cv_writer_finish(ps.w, r->p, hash_quit, pl);
+        t = cv_prof_now();
         if (rc == NVF_OK) {
             pthread_mutex_lock(&pl->prog_mu);
             r->p->shards[ps.shard].written = 1;
@@ -235,6 +209,7 @@ static void *hasher_main(void *arg) {
             r->prog.shards_done++;
             report(r, 0);
             pthread_mutex_unlock(&pl->prog_mu);
+            cv_prof_add(CV_P_JOURNAL, t);
         }
         if (rc != NVF_OK && rc != NVF_E_INTERRUPTED)
             fail(pl, rc);
@@ -254,7 +229,9 @@ static void *writer_main(void *arg) {
     cv_writer *w = NULL;
     size_t open_shard = (size_t)-1, jobs_in_shard = 0;
     int rc = NVF_OK;
+    cv_prof_name_thread("nvf-writer");
     for (;;) {
+        uint64_t t = cv_prof_now();
         pthread_mutex_lock(&pl->mu);
         while (pl->head == pl->tail && !pl->abort && !pl->failed)
             pthread_cond_wait(&pl->cv, &pl->mu);
@@ -264,6 +241,7 @@ static void *writer_main(void *arg) {
         }
         queue_item it = pl->items[pl->head % pl->cap];
         pthread_mutex_unlock(&pl->mu);
+        t = cv_prof_add(CV_P_WAIT_JOB, t);
         if (it.end)
             break;
         const cv_job *j = &p->jobs[it.job];
@@ -271,13 +249,16 @@ static void *writer_main(void *arg) {
             open_shard = j->shard;
             jobs_in_shard = 0;
             rc = cv_writer_open(&w, r->opt->dst, p, open_shard);
+            t = cv_prof_add(CV_P_OPEN, t);
             if (rc == NVF_OK && hand_to_hashers(pl, w, open_shard)) {
                 w = NULL; /* failing elsewhere: dropped */
                 break;
             }
+            t = cv_prof_add(CV_P_WAIT_HASHER, t);
         }
         if (rc == NVF_OK)
             rc = it.buf ? write_buffered(pl, w, j, it.buf) : write_copy(pl, w, j);
+        t = cv_prof_add(it.buf ? CV_P_WRITE : CV_P_COPY, t);
         free(it.buf);
         if (rc == NVF_OK)
             rc = cv_writer_publish(w, p);
@@ -296,8 +277,11 @@ static void *writer_main(void *arg) {
             break;
         }
         progress(pl, 0, 0, 1);
+        cv_prof_add(CV_P_PUBLISH, t);
     }
     cv_writer_cancel(w); /* a shard left open: its hasher removes it */
+    cv_prof_writer_done();
+    cv_prof_cpu(CV_R_WRITER, cv_prof_thread_cpu());
     return NULL;
 }
 
@@ -353,25 +337,30 @@ static int hand_over(pipeline *pl, queue_item it) {
 }
 
 /* One buffered job: reserve its budget, compute it into it->buf, release its source pages.
+ * Adds the nanoseconds spent computing to *busy.
  * @return 0, a negative status, or 1 when the conversion is failing elsewhere (nothing done). */
-static int compute_one(pipeline *pl, nvf_backend *b, queue_item *it, size_t n) {
+static int compute_one(pipeline *pl, nvf_backend *b, queue_item *it, size_t n, uint64_t *busy) {
     cv_run *r = pl->r;
     cv_plan *p = r->p;
     const cv_job *j = &p->jobs[it->job];
     it->cost = j->bytes_out + j->bytes_in;
+    uint64_t t = cv_prof_now();
     if (reserve(pl, it->job, it->cost))
         return 1;
+    t = cv_prof_add(CV_P_WAIT_MEMORY, t);
     for (size_t q = it->job + 1; q < p->n_jobs && q < it->job + 2 * n; q++)
         if (p->jobs[q].kind == CV_JOB_QUANT && job_live(p, q) && (q - it->job) % n == 0)
-            prefetch_member(r->ck, &p->jobs[q].members[0]);
+            cv_prefetch_member(r->ck, &p->jobs[q].members[0]);
     it->buf = malloc(j->bytes_out ? (size_t)j->bytes_out : 1);
     if (!it->buf)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the %llu bytes of '%s'",
                              (unsigned long long)j->bytes_out, p->outs[j->first_out].name);
     int rc = cv_compute_job(it->buf, r, b, j);
+    uint64_t t1 = cv_prof_add(CV_P_COMPUTE, t);
     for (size_t m = 0; m < j->n_members; m++)
-        release_range(r->ck, j->members[m].tensor, j->members[m].src.data,
-                      member_bytes(&j->members[m]));
+        cv_release_range(r->ck, j->members[m].tensor, j->members[m].src.data,
+                         cv_member_bytes(&j->members[m]));
+    *busy += cv_prof_add(CV_P_RELEASE, t1) - t;
     if (rc != NVF_OK) {
         free(it->buf);
         it->buf = NULL;
@@ -386,7 +375,9 @@ static int compute_one(pipeline *pl, nvf_backend *b, queue_item *it, size_t n) {
 static int produce(pipeline *pl, const nvf_device *dev, int threads, size_t k, size_t n) {
     cv_plan *p = pl->r->p;
     nvf_backend *b = NULL;
+    uint64_t t = cv_prof_now(), busy = 0, cpu = cv_prof_thread_cpu();
     int rc = nvf_backend_open(&b, dev, threads);
+    cv_prof_add(CV_P_BACKEND_OPEN, t);
     size_t live = 0;
     for (size_t i = next_live_job(p, 0); rc == NVF_OK && i < p->n_jobs;
          i = next_live_job(p, i + 1)) {
@@ -398,18 +389,23 @@ static int produce(pipeline *pl, const nvf_device *dev, int threads, size_t k, s
         }
         queue_item it = {.job = i};
         if (p->jobs[i].kind != CV_JOB_COPY) {
-            rc = compute_one(pl, b, &it, n);
+            rc = compute_one(pl, b, &it, n, &busy);
             if (rc > 0) /* failing elsewhere: the failure is reported by the caller */
                 rc = NVF_OK;
             if (rc != NVF_OK || !it.buf)
                 break;
         }
-        if (hand_over(pl, it)) {
+        t = cv_prof_now();
+        int failing = hand_over(pl, it);
+        cv_prof_add(CV_P_WAIT_HANDOVER, t);
+        if (failing) {
             free(it.buf);
             break;
         }
     }
     nvf_backend_close(b);
+    cv_prof_worker_busy(busy);
+    cv_prof_cpu(CV_R_COMPUTE, cv_prof_thread_cpu() - cpu);
     return rc;
 }
 
@@ -417,13 +413,17 @@ typedef struct worker {
     pipeline *pl;
     nvf_device device;
     int threads;
-    size_t k, n;
+    size_t k, n, copy; /* worker k of n, copy `copy` on its device */
     int rc;
     nvf_error_state err;
 } worker;
 
 static void *worker_main(void *arg) {
     worker *wk = arg;
+    if (wk->device.kind == NVF_DEVICE_CPU)
+        cv_prof_name_thread("nvf-cpu%zu", wk->k);
+    else
+        cv_prof_name_thread("nvf-cuda%dw%zu", wk->device.index, wk->copy);
     wk->rc = produce(wk->pl, &wk->device, wk->threads, wk->k, wk->n);
     if (wk->rc != NVF_OK) {
         nvf_error_save(&wk->err);
@@ -460,6 +460,7 @@ static int compute_all(pipeline *pl) {
         n_cpu += devs[i].kind == NVF_DEVICE_CPU;
         n += devs[i].kind == NVF_DEVICE_CPU ? 1 : per_gpu;
     }
+    cv_prof_threads(CV_R_COMPUTE, (int)n);
     if (n == 1) {
         int rc = produce(pl, &devs[0], o->threads, 0, 1);
         if (rc != NVF_OK)
@@ -480,6 +481,7 @@ static int compute_all(pipeline *pl) {
             wk[k].threads = n_cpu ? (threads / (int)n_cpu > 0 ? threads / (int)n_cpu : 1) : 1;
             wk[k].k = k;
             wk[k].n = n;
+            wk[k].copy = c;
             if (pthread_create(&tid[k], NULL, worker_main, &wk[k]) != 0)
                 rc = nvf_error_set(NVF_E_NOMEM, "cannot start compute worker %zu", k);
             else
@@ -547,6 +549,12 @@ int cv_pipeline_run(cv_run *r) {
     pthread_t writer, hashers[HASHERS];
     size_t n_hashers = 0;
     int rc = NVF_OK;
+    cv_prof_pipeline(1);
+    cv_prof_threads(CV_R_WRITER, 1);
+    cv_prof_threads(CV_R_HASHER, HASHERS);
+    int pool = nvf_pool_size(nvf_pool_global());
+    cv_prof_threads(CV_R_POOL, pool);
+    cv_prof_threads(CV_R_CRC, pool - 1 + HASHERS);
     for (; n_hashers < HASHERS; n_hashers++)
         if (pthread_create(&hashers[n_hashers], NULL, hasher_main, &pl) != 0) {
             rc = nvf_error_set(NVF_E_NOMEM, "cannot start the shard hashing threads");
@@ -576,6 +584,7 @@ int cv_pipeline_run(cv_run *r) {
         rc = nvf_error_set(NVF_E_INTERRUPTED, "interrupted");
     if (rc == NVF_OK && pl.hash_rc)
         rc = nvf_error_restore(&pl.hash_err);
+    cv_prof_pipeline(0);
     r->prog.bytes_done = r->prog.bytes_total;
     report(r, 1);
     free(pl.items);

@@ -10,6 +10,7 @@
  *   6. release DST: after a failure nothing that looks complete is left.
  */
 #include "convert_internal.h"
+#include "convert_profile.h"
 
 #include "ckpt/ckpt_docs.h"
 #include "io/json_strict.h"
@@ -125,7 +126,10 @@ static int interrupted(const cv_run *r) {
 }
 
 int nvf_convert_run(nvf_convert_summary *out, const nvf_convert_options *opt) {
-    return cv_convert_run_ordered(out, opt, NULL);
+    cv_prof_reset();
+    int rc = cv_convert_run_ordered(out, opt, NULL);
+    cv_prof_end();
+    return rc;
 }
 
 int cv_convert_run_ordered(nvf_convert_summary *out, const nvf_convert_options *opt,
@@ -204,6 +208,7 @@ int cv_convert_run_ordered(nvf_convert_summary *out, const nvf_convert_options *
     rc = cv_pipeline_run(&r);
     if (rc == NVF_E_INTERRUPTED)
         rc = interrupted(&r);
+    uint64_t t = cv_prof_now();
     /* A part leaves stale shards to the merge (other parts may be writing beside it). */
     if (rc == NVF_OK && opt->shard_count == 0)
         rc = cv_dst_remove_stale(opt->dst, r.p);
@@ -229,6 +234,7 @@ int cv_convert_run_ordered(nvf_convert_summary *out, const nvf_convert_options *
         };
         rc = cv_finish_outputs(out, &fa);
     }
+    cv_prof_add(CV_P_FINISH, t);
 done:
     cv_dst_close(dst, rc != NVF_OK);
     free(r.key);

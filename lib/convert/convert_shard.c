@@ -11,6 +11,7 @@
  * always complete.
  */
 #include "convert_internal.h"
+#include "convert_profile.h"
 
 #include "nvfp4/fileio.h"
 #include "nvfp4/pool.h"
@@ -200,16 +201,21 @@ static int hash_sha(hash_job *h, uint8_t *buf) {
     int rc = sha ? NVF_OK : nvf_error_code();
     uint64_t ready = 0;
     for (uint64_t at = 0; rc == NVF_OK && at < h->file_bytes;) {
-        if (ready <= at)
+        uint64_t t = cv_prof_now();
+        if (ready <= at) {
             ready = wait_ready(h, at, &rc);
+            t = cv_prof_add(CV_P_WAIT_PUBLISHED, t);
+        }
         if (rc != NVF_OK)
             break;
         size_t k = ready - at < READ_CHUNK ? (size_t)(ready - at) : READ_CHUNK;
         rc = quitting(h);
         if (rc == NVF_OK)
             rc = nvf_st_writer_read_at(h->w->st, at, buf, k);
+        t = cv_prof_add(CV_P_SHA_READ, t);
         if (rc == NVF_OK)
             rc = nvf_sha256_update(sha, buf, k);
+        cv_prof_add(CV_P_SHA, t);
         at += k;
     }
     if (rc == NVF_OK)
@@ -245,7 +251,9 @@ static int crc_task(void *ctx, size_t g) {
     uint8_t *buf = malloc(READ_CHUNK);
     if (!buf)
         return nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", h->w->name);
+    uint64_t t = cv_prof_now();
     int rc = hash_crcs(h, g, buf);
+    cv_prof_add(CV_P_CRC, t);
     free(buf);
     return rc;
 }
@@ -259,8 +267,10 @@ int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx) {
     int rc =
         buf ? hash_sha(&h, buf) : nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", w->name);
     free(buf);
+    uint64_t t = cv_prof_now();
     if (rc == NVF_OK) /* every byte hashed: wait for the writer's close (or cancel) */
         (void)wait_ready(&h, h.file_bytes, &rc);
+    cv_prof_add(CV_P_WAIT_PUBLISHED, t);
     if (rc != NVF_OK)
         goto done;
     h.group_first = calloc(w->n_out + 1, sizeof *h.group_first);
@@ -277,10 +287,13 @@ int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx) {
             acc = 0;
     }
     h.group_first[h.n_groups] = w->n_out;
+    t = cv_prof_now();
     rc = nvf_pool_run(nvf_pool_global(), h.n_groups, 0, crc_task, &h);
+    t = cv_prof_add(CV_P_CRC_WALL, t);
     if (rc == NVF_OK) {
         rc = nvf_st_writer_finish(w->st);
         w->st = NULL; /* finish frees it, whatever the outcome */
+        cv_prof_add(CV_P_FINALIZE, t);
     }
     if (rc == NVF_OK) {
         s->file_bytes = h.file_bytes;

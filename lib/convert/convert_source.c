@@ -11,6 +11,9 @@
  * into DST as if they were part of SRC.
  */
 #include "convert_internal.h"
+#include "convert_profile.h"
+
+#include "io/st_file.h"
 
 #include "nvfp4/fileio.h"
 #include "nvfp4/log.h"
@@ -224,9 +227,18 @@ typedef struct hash_batch {
     void *ctx;
 } hash_batch;
 
+/* hash_one, timed for the profile. */
+static int hash_timed(cv_sources *s, size_t i) {
+    uint64_t t = cv_prof_now();
+    int rc = hash_one(s, i);
+    cv_prof_add(CV_P_SOURCE_HASH, t);
+    cv_prof_source_done();
+    return rc;
+}
+
 static int hash_task(void *arg, size_t k) {
     hash_batch *b = arg;
-    return b->quit && b->quit(b->ctx) ? NVF_OK : hash_one(b->s, b->files[k]);
+    return b->quit && b->quit(b->ctx) ? NVF_OK : hash_timed(b->s, b->files[k]);
 }
 
 /*
@@ -253,9 +265,43 @@ int cv_sources_hash(cv_sources *s, int (*quit)(void *), void *ctx) {
         if (quit && quit(ctx))
             break;
         if (!warm[i])
-            rc = hash_one(s, i);
+            rc = hash_timed(s, i);
     }
     free(files);
     free(warm);
     return rc;
+}
+
+/* Source pages of the pipeline
+ * ---------------------------------------------------------------------------- */
+
+/* Drop the resident pages of a source range (file-backed: they are read again if needed). */
+void cv_release_range(const nvf_ckpt *ck, size_t ti, const void *data, uint64_t len) {
+    const nvf_st_file_priv *f = nvf_st_priv_of(ck->files[ck->tensors[ti].file].st);
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t base = (uintptr_t)f->map, lim = base + f->map_len;
+    uintptr_t a = (uintptr_t)data & ~(page - 1),
+              z = ((uintptr_t)data + len + page - 1) & ~(page - 1);
+    if (!f->map || len == 0)
+        return;
+    if (a < base)
+        a = base;
+    if (z > lim)
+        z = lim;
+    if (z > a)
+        madvise((void *)a, z - a, MADV_DONTNEED);
+}
+
+uint64_t cv_member_bytes(const cv_member *m) {
+    return (uint64_t)m->src.rows * (uint64_t)m->src.cols * (nvf_dtype_bits(m->src.dtype) / 8);
+}
+
+void cv_prefetch_member(const nvf_ckpt *ck, const cv_member *m) {
+    const nvf_quant_source *s = &m->src;
+    const nvf_st_file_priv *f = nvf_st_priv_of(ck->files[ck->tensors[m->tensor].file].st);
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)s->data & ~(page - 1);
+    uint64_t len = cv_member_bytes(m);
+    if (f->map && len > 0 && a >= (uintptr_t)f->map)
+        madvise((void *)a, (size_t)((uintptr_t)s->data + len - a), MADV_WILLNEED);
 }

@@ -4,12 +4,14 @@
  * batch too, then waits for the ones workers took. The failure with the lowest index wins,
  * whatever order tasks finish in, so the error reported does not depend on scheduling.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "nvfp4/pool.h"
 
 #include "nvfp4/status.h"
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,7 @@ struct nvf_pool {
     pthread_cond_t work;
     pool_batch *batches;
     int threads, started, quit;
+    int named; /* workers named so far (nvf-poolN, for top -H) */
     pthread_t *tid;
 };
 
@@ -75,6 +78,11 @@ static void *worker_main(void *arg) {
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals go to the threads that wait for them */
     pthread_mutex_lock(&p->mu);
+#ifdef __linux__
+    char name[16];
+    snprintf(name, sizeof name, "nvf-pool%d", p->named++);
+    pthread_setname_np(pthread_self(), name);
+#endif
     while (!p->quit) {
         pool_batch *b;
         size_t i = 0;

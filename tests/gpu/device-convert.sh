@@ -5,7 +5,8 @@
 # CPU-only input rates).
 #   tests/gpu/device-convert.sh [SIZE]   SIZE: small (default) or large (~20 GB)
 # large also converts with the output in tmpfs (the host pipeline's rate without the disk).
-# Writes $OUT/convert-e2e.json.
+# Writes $OUT/convert-e2e.json (large: also the stage profiles of the cached runs,
+# $OUT/convert-profile-{cuda,cpu}.{txt,json}, and of the tmpfs runs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out/device}
@@ -83,18 +84,25 @@ if [ "$mode" = large ]; then
     # 3. The same conversion with the source in the page cache (the host pipeline's own rate),
     #    on the GPU and then on the CPU alone (all cores): input GB/s.
     # warm_runs DST KEY LABEL: one run per device, source cached, JSON row "KEY_dev"/"KEY_cpu".
+    # Each run's stage profile (NVFP4_CONVERT_PROFILE=1: the table on stderr; the --json
+    # "profile" object) is kept as $OUT/convert-profile[-KEY]-{cuda,cpu}.{txt,json}.
     warm_runs() {
-        local dst=$1 key=$2 label=$3 d t0 t1 secs rss which
+        local dst=$1 key=$2 label=$3 d t0 t1 secs rss which prof
         for d in "${devopt[*]}" "--device cpu"; do
+            which=$([ "$d" = "--device cpu" ] && echo cpu || echo dev)
+            prof="$OUT/convert-profile$([ "$key" = cached ] || echo "-$key")-$([ "$which" = cpu ] && echo cpu || echo cuda)"
             rm -rf "$dst"
             sync
             cat "$big"/*.safetensors >/dev/null
             t0=$(date +%s.%N)
-            "$tool" convert "$big" "$dst" $d --json --quiet >"$OUT/convert-warm.json" || rc=1
+            NVFP4_CONVERT_PROFILE=1 "$tool" convert "$big" "$dst" $d --json --quiet \
+                >"$OUT/convert-warm.json" 2>"$prof.txt" || rc=1
             t1=$(date +%s.%N)
+            cat "$prof.txt" >&2
+            python3 -c "import json;print(json.dumps(json.load(open('$OUT/convert-warm.json'))['profile'], indent=1))" \
+                >"$prof.json" || true
             secs=$(calc "$t1 - $t0")
             rss=$(python3 -c "import json;print(json.load(open('$OUT/convert-warm.json'))['peak_rss_bytes'])")
-            which=$([ "$d" = "--device cpu" ] && echo cpu || echo dev)
             printf ' "%s_%s": {"options": "%s", "convert_s": %.2f, "input_gbs": %.3f, "peak_rss_bytes": %s},\n' \
                 "$key" "$which" "$d" "$secs" "$(calc "$src_bytes / $secs / 1e9")" "$rss" >>"$res"
             printf '%s (%s): convert %.1f s = %.2f GB/s of input, peak RSS %.2f GB\n' \

@@ -25,6 +25,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -106,6 +107,18 @@ typedef struct nvf_convert_summary {
  * @return a NUL-terminated string the caller frees with free(), or NULL on no memory (error set).
  */
 char *nvf_convert_summary_to_json(const nvf_convert_summary *s);
+
+/**
+ * The stage profile of the last nvf_convert_run() in this process (wall seconds per thread role,
+ * busy and waiting; timings, unlike the summary) as the text of one JSON object: "seconds"
+ * (the run), "pipeline_seconds", and per stage (compute, writer, hasher, crc, source_hash,
+ * finish) an object with "threads", "busy", "wait" and the seconds of their parts.
+ * @return a NUL-terminated string the caller frees with free(), or NULL on no memory (error set).
+ */
+char *nvf_convert_profile_to_json(void);
+
+/** The same profile as a table, one line per stage, on `f`. */
+void nvf_convert_profile_print(FILE *f);
 
 /** Options with defaults: CPU, all cores, 8 GiB, target taken from `recipe`. */
 void nvf_convert_options_init(nvf_convert_options *o, const char *src, const char *dst,
