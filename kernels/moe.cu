@@ -1,13 +1,15 @@
 /*
- * The MoE block on the GPU around the grouped GEMM (kernels/moe_gemm.h steps 1, 2, 4 and 6, and
- * the orchestration of a run): routing, permutation, W4A4 input quantization, the FC1 epilogue
- * (alpha, gated activation, BF16, W4A4 quantization of the FC2 input) and the finalize.
- * Everything is deterministic: the permutation is an ordered compaction (no atomics), split-K
- * partials are summed in split order and the finalize sums a token's slots in selection order.
+ * The MoE block on the GPU around the grouped GEMM (kernels/moe_gemm.h steps 2, 4 and 6, and
+ * the orchestration of a run): routing, W4A4 input quantization, the FC1 epilogue (alpha, gated
+ * activation, BF16, W4A4 quantization of the FC2 input) and the finalize; the permutation (step
+ * 1) is kernels/moe_perm.cu. Everything is deterministic: the permutation is an ordered
+ * compaction (no atomics decide an order), split-K partials are summed in split order and the
+ * finalize sums a token's slots in selection order.
  */
 #include "kernels/moe_gemm.h"
 
 #include "cuda_ctx.h"
+#include "moe_perm.h"
 
 #include "nvfp4/format.h"
 #include "nvfp4/layout.h"
@@ -17,64 +19,12 @@
 #include <cuda_runtime.h>
 
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 
-#define PERM_THREADS 1024
-#define PLAN_THREADS 256
+#define FULL_MASK 0xFFFFFFFFu
 
 /* ---- kernels ----------------------------------------------------------------------------- */
-
-/* Block e: the slots of local expert e in slot order. With `perm` NULL only the count (into
- * counts[e]); else perm[offsets[e] + j] = the j-th slot, and row_of[slot] = its permuted row. */
-__global__ void perm_kernel(int32_t *counts, int32_t *perm, int32_t *row_of, const int32_t *offsets,
-                            const int32_t *ids, int64_t n_slots, int64_t expert0) {
-    __shared__ int32_t warp_sums[PERM_THREADS / 32];
-    int e = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int32_t base = perm ? offsets[e] : 0;
-    for (int64_t s0 = 0; s0 < n_slots; s0 += PERM_THREADS) {
-        int64_t s = s0 + threadIdx.x;
-        bool hit = s < n_slots && (int64_t)ids[s] - expert0 == e;
-        unsigned ballot = __ballot_sync(0xFFFFFFFFu, hit);
-        if (lane == 0)
-            warp_sums[warp] = __popc(ballot);
-        __syncthreads();
-        int32_t before = 0, total = 0;
-        for (int i = 0; i < PERM_THREADS / 32; i++) {
-            before += i < warp ? warp_sums[i] : 0;
-            total += warp_sums[i];
-        }
-        if (hit && perm) {
-            int32_t r = base + before + __popc(ballot & ((1u << lane) - 1u));
-            perm[r] = (int32_t)s;
-            row_of[s] = r;
-        }
-        base += total;
-        __syncthreads();
-    }
-    if (!perm && threadIdx.x == 0)
-        counts[e] = base;
-}
-
-/* Thread 0: offsets (exclusive scan of counts) and the tile map; then every thread marks the
- * unused tail of the map. */
-__global__ void plan_kernel(int32_t *offsets, int32_t *tile_info, const int32_t *counts,
-                            int64_t n_experts, int32_t tile_rows, int32_t max_tiles) {
-    __shared__ int32_t used;
-    if (threadIdx.x == 0) {
-        int32_t off = 0, tile = 0;
-        for (int64_t e = 0; e < n_experts; e++) {
-            offsets[e] = off;
-            for (int32_t r = 0; r < counts[e] && tile < max_tiles; r += tile_rows)
-                tile_info[tile++] = (int32_t)(e << 20) | r;
-            off += counts[e];
-        }
-        offsets[n_experts] = off;
-        used = tile;
-    }
-    __syncthreads();
-    for (int32_t i = used + (int32_t)threadIdx.x; i < max_tiles; i += blockDim.x)
-        tile_info[i] = -1;
-}
 
 /* The expert of permuted row p (binary search of the offsets). */
 __device__ int expert_of(const int32_t *offsets, int64_t n_experts, int32_t p) {
@@ -89,14 +39,28 @@ __device__ int expert_of(const int32_t *offsets, int64_t n_experts, int32_t p) {
     return lo;
 }
 
-/* Quantize 16 values with global scale gs and write their E2M1 x E4M3 values as BF16. */
-__device__ void qdq_block(uint16_t *out, const float *v, float gs, const nvf_quant_params q) {
+/* Store 16 BF16 values at dst (32-byte aligned: a 16-value block of a row of a multiple of 16
+ * values in memory from cudaMalloc) as two 16-byte stores. */
+__device__ __forceinline__ void store_bf16x16(uint16_t *dst, const uint16_t *v) {
+    uint32_t w[NVF_BLOCK / 2];
+    for (int i = 0; i < NVF_BLOCK / 2; i++)
+        w[i] = (uint32_t)v[2 * i] | ((uint32_t)v[2 * i + 1] << 16);
+    uint4 *d = (uint4 *)dst;
+    d[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    d[1] = make_uint4(w[4], w[5], w[6], w[7]);
+}
+
+/* Quantize 16 values with global scale gs and write their E2M1 x E4M3 values as BF16 (dst as
+ * store_bf16x16). */
+__device__ void qdq_block(uint16_t *dst, const float *v, float gs, const nvf_quant_params q) {
     nvf_qb_consts k = nvf_qb_consts_make(gs, q.method, q.error, q.domain);
     uint8_t packed[NVF_BLOCK_BYTES], scale;
     nvf_qb_quantize(packed, &scale, v, &k);
     float s = nvf_e4m3_to_f32(scale);
+    uint16_t out[NVF_BLOCK];
     for (int j = 0; j < NVF_BLOCK; j++)
         out[j] = nvf_f32_to_bf16_rn(nvf_e2m1_to_f32(nvf_e2m1_unpack(packed, j)) * s);
+    store_bf16x16(dst, out);
 }
 
 /* W4A4 FC1 input: one thread per 16-value block of a permuted row: x of its token quantized
@@ -145,8 +109,31 @@ __device__ float act_of(const nvf_cuda_moe_act &a, float g, float u) {
     }
 }
 
-/* FC1 epilogue: one thread per 16 FC1 outputs of a permuted row. ws holds `splits` partials
- * [rows, n1]; h [rows, inter] BF16. */
+/* The 16 f32 at src + i * stride for i < splits summed in split order into sum (zeroed first):
+ * 16-byte loads, src 16-byte aligned. */
+__device__ __forceinline__ void sum_splits16(float *sum, const float *src, int64_t stride,
+                                             int splits) {
+    for (int j = 0; j < NVF_BLOCK; j++)
+        sum[j] = 0.0f;
+#pragma unroll 4
+    for (int z = 0; z < splits; z++) {
+        const float4 *p = (const float4 *)(src + z * stride);
+#pragma unroll
+        for (int i = 0; i < NVF_BLOCK / 4; i++) {
+            float4 t = p[i];
+            sum[4 * i] = sum[4 * i] + t.x;
+            sum[4 * i + 1] = sum[4 * i + 1] + t.y;
+            sum[4 * i + 2] = sum[4 * i + 2] + t.z;
+            sum[4 * i + 3] = sum[4 * i + 3] + t.w;
+        }
+    }
+}
+
+/* FC1 epilogue: one thread per 16 FC1 outputs of a permuted row, consecutive threads on
+ * consecutive outputs. ws holds `splits` partials [rows, n1]; h [rows, inter] BF16. The 16 up
+ * (and gate) values of a block are contiguous in ws, since the w13 interleave moves groups of 64
+ * rows (NVF_W13_GROUP) and a block starts at a multiple of 16; rows are n1 floats, a multiple
+ * of 16, so every 16-value piece is 64-byte aligned and read with 16-byte loads. */
 __global__ void fc1_epilogue_kernel(uint16_t *h, const float *ws, int64_t split_stride, int splits,
                                     const int32_t *offsets, int64_t n_experts, int64_t inter,
                                     int gated, const float *alpha, nvf_cuda_moe_act act,
@@ -159,64 +146,124 @@ __global__ void fc1_epilogue_kernel(uint16_t *h, const float *ws, int64_t split_
         int64_t c = (b % bpr) * NVF_BLOCK;
         float al = alpha[expert_of(offsets, n_experts, p)];
         const float *row = ws + (int64_t)p * n1;
-        float v[NVF_BLOCK];
-        for (int j = 0; j < NVF_BLOCK; j++) {
-            int64_t ju = gated ? nvf_w13_prepared_row(1, c + j) : c + j;
-            float u = 0.0f, g = 0.0f;
-            for (int z = 0; z < splits; z++)
-                u = u + row[z * split_stride + ju];
-            if (gated) {
-                int64_t jg = nvf_w13_prepared_row(0, c + j);
-                for (int z = 0; z < splits; z++)
-                    g = g + row[z * split_stride + jg];
-            }
-            v[j] = nvf_bf16_to_f32(nvf_f32_to_bf16_rn(act_of(act, g * al, u * al)));
-        }
-        uint16_t *out = h + (int64_t)p * inter + c;
-        if (fc2_input_scale)
-            qdq_block(out, v, 1.0f / fc2_input_scale[0], q);
+        float u[NVF_BLOCK], g[NVF_BLOCK], v[NVF_BLOCK];
+        sum_splits16(u, row + (gated ? nvf_w13_prepared_row(1, c) : c), split_stride, splits);
+        if (gated)
+            sum_splits16(g, row + nvf_w13_prepared_row(0, c), split_stride, splits);
         else
             for (int j = 0; j < NVF_BLOCK; j++)
-                out[j] = nvf_f32_to_bf16_rn(v[j]);
+                g[j] = 0.0f;
+        for (int j = 0; j < NVF_BLOCK; j++)
+            v[j] = nvf_bf16_to_f32(nvf_f32_to_bf16_rn(act_of(act, g[j] * al, u[j] * al)));
+        uint16_t *out = h + (int64_t)p * inter + c;
+        if (fc2_input_scale) {
+            qdq_block(out, v, 1.0f / fc2_input_scale[0], q);
+        } else {
+            uint16_t o[NVF_BLOCK];
+            for (int j = 0; j < NVF_BLOCK; j++)
+                o[j] = nvf_f32_to_bf16_rn(v[j]);
+            store_bf16x16(out, o);
+        }
     }
 }
 
-/* y[t, c] = sum over the token's slots in order of weight * (alpha2_e * FC2[row, c]). Block
- * (token, column range): the token's slots (row, weight, alpha2) are read once into shared
- * memory, then each thread sums FIN_COLS / FIN_THREADS columns; the arithmetic per element is
- * the same sequence as ever (splits in order, slots in order). */
-#define FIN_THREADS 256
-#define FIN_COLS    1024
+/* V floats at p into d (V 4: one 16-byte load, p 16-byte aligned). */
+template <int V> __device__ __forceinline__ void load_f32v(float *d, const float *p) {
+    if constexpr (V == 4) {
+        float4 t = *(const float4 *)p;
+        d[0] = t.x;
+        d[1] = t.y;
+        d[2] = t.z;
+        d[3] = t.w;
+    } else {
+        d[0] = *p;
+    }
+}
+
+template <int V> __device__ __forceinline__ void store_f32v(float *p, const float *d) {
+    if constexpr (V == 4)
+        *(float4 *)p = make_float4(d[0], d[1], d[2], d[3]);
+    else
+        *p = d[0];
+}
+
+/* y[t, c] = sum over the token's local slots in selection order of weight * (alpha2_e *
+ * FC2[row, c]), FC2 the split partials summed in split order. Block (token, column part): warp
+ * 0 compacts the token's local slots (row, weight, alpha2) into shared memory in selection
+ * order (non-local slots added nothing before either), then each thread sums groups of V
+ * columns (V 4: 16-byte loads and stores), up to FIN_UNROLL groups at once so that their loads
+ * are in flight together; the groups of a warp are consecutive. Per element the arithmetic is
+ * the same sequence as ever (acc = 0, then acc + w * (v * alpha) per local slot in order, v = 0
+ * then v + partial per split in order). */
+#define FIN_THREADS 128
+#define FIN_UNROLL  4
+template <int V>
 __global__ void finalize_kernel(float *y, const float *ws, int64_t split_stride, int splits,
                                 const int32_t *row_of, const int32_t *ids, const float *weights,
                                 int64_t top_k, int64_t hidden, int64_t expert0,
                                 const float *alpha2) {
     extern __shared__ float fin[]; /* [top_k] weights, [top_k] alphas, [top_k] rows */
+    __shared__ int32_t n_local;
     float *wt = fin, *al = fin + top_k;
     int32_t *rows = (int32_t *)(fin + 2 * top_k);
     int64_t tok = blockIdx.x;
-    for (int64_t j = threadIdx.x; j < top_k; j += blockDim.x) {
-        int32_t r = row_of[tok * top_k + j];
-        rows[j] = r;
-        wt[j] = weights[tok * top_k + j];
-        al[j] = r >= 0 ? alpha2[ids[tok * top_k + j] - expert0] : 0.0f;
+    if (threadIdx.x < 32) {
+        int lane = threadIdx.x;
+        int32_t n = 0;
+        for (int64_t j0 = 0; j0 < top_k; j0 += 32) {
+            int64_t j = j0 + lane;
+            int32_t r = j < top_k ? row_of[tok * top_k + j] : -1;
+            unsigned hit = __ballot_sync(FULL_MASK, r >= 0);
+            if (r >= 0) {
+                int32_t at = n + __popc(hit & ((1u << lane) - 1u));
+                rows[at] = r;
+                wt[at] = weights[tok * top_k + j];
+                al[at] = alpha2[ids[tok * top_k + j] - expert0];
+            }
+            n += __popc(hit);
+        }
+        if (lane == 0)
+            n_local = n;
     }
     __syncthreads();
-    int64_t c1 = ((int64_t)blockIdx.y + 1) * FIN_COLS < hidden
-                     ? ((int64_t)blockIdx.y + 1) * FIN_COLS
-                     : hidden;
-    for (int64_t c = (int64_t)blockIdx.y * FIN_COLS + threadIdx.x; c < c1; c += blockDim.x) {
-        float acc = 0.0f;
-        for (int64_t j = 0; j < top_k; j++) {
-            int32_t r = rows[j];
-            if (r < 0)
-                continue;
-            float v = 0.0f;
-            for (int z = 0; z < splits; z++)
-                v = v + ws[z * split_stride + (int64_t)r * hidden + c];
-            acc = acc + wt[j] * (v * al[j]);
+    int32_t nl = n_local;
+    int64_t groups = hidden / V, step = (int64_t)gridDim.y * blockDim.x;
+    for (int64_t g0 = (int64_t)blockIdx.y * blockDim.x + threadIdx.x; g0 < groups;
+         g0 += FIN_UNROLL * step) {
+        float acc[FIN_UNROLL][V];
+#pragma unroll
+        for (int u = 0; u < FIN_UNROLL; u++)
+            for (int i = 0; i < V; i++)
+                acc[u][i] = 0.0f;
+        for (int32_t j = 0; j < nl; j++) {
+            const float *src = ws + (int64_t)rows[j] * hidden;
+            float v[FIN_UNROLL][V];
+#pragma unroll
+            for (int u = 0; u < FIN_UNROLL; u++)
+                for (int i = 0; i < V; i++)
+                    v[u][i] = 0.0f;
+#pragma unroll 2
+            for (int z = 0; z < splits; z++) {
+#pragma unroll
+                for (int u = 0; u < FIN_UNROLL; u++) {
+                    int64_t g = g0 + u * step;
+                    if (g < groups) {
+                        float t[V];
+                        load_f32v<V>(t, src + z * split_stride + g * V);
+                        for (int i = 0; i < V; i++)
+                            v[u][i] = v[u][i] + t[i];
+                    }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < FIN_UNROLL; u++)
+                for (int i = 0; i < V; i++)
+                    acc[u][i] = acc[u][i] + wt[j] * (v[u][i] * al[j]);
         }
-        y[tok * hidden + c] = acc;
+#pragma unroll
+        for (int u = 0; u < FIN_UNROLL; u++)
+            if (g0 + u * step < groups)
+                store_f32v<V>(y + tok * hidden + (g0 + u * step) * V, acc[u]);
     }
 }
 
@@ -259,7 +306,7 @@ struct nvf_cuda_moe {
     nvf_cuda_moe_layer L;
     int64_t max_tokens, top_k, max_tiles16;
     int sms;
-    int32_t *counts, *offsets, *tile_info, *perm, *row_of;
+    int32_t *perm_scratch, *offsets, *tile_info, *perm, *row_of;
     uint16_t *xq, *h;
     float *ws;
     int64_t ws_floats;
@@ -271,7 +318,7 @@ struct nvf_cuda_moe {
 extern "C" void nvf_cuda_moe_free(nvf_cuda_moe *m) {
     if (!m)
         return;
-    nvf_cuda_free(m->counts);
+    nvf_cuda_free(m->perm_scratch);
     nvf_cuda_free(m->offsets);
     nvf_cuda_free(m->tile_info);
     nvf_cuda_free(m->perm);
@@ -311,7 +358,8 @@ extern "C" int nvf_cuda_moe_create(nvf_cuda_moe **out, const nvf_cuda_moe_layer 
     int rc = 0, dev = 0;
     NVF_CUDA_TRY(cudaGetDevice(&dev));
     NVF_CUDA_TRY(cudaDeviceGetAttribute(&m->sms, cudaDevAttrMultiProcessorCount, dev));
-    if ((rc = nvf_cuda_alloc((void **)&m->counts, (size_t)E * 4, "MoE counts")) ||
+    if ((rc = nvf_cuda_alloc((void **)&m->perm_scratch, (size_t)moe_perm_scratch(slots, E) * 4,
+                             "MoE permutation counts")) ||
         (rc = nvf_cuda_alloc((void **)&m->offsets, (size_t)(E + 1) * 4, "MoE offsets")) ||
         (rc = nvf_cuda_alloc((void **)&m->tile_info, (size_t)m->max_tiles16 * 4, "MoE tiles")) ||
         (rc = nvf_cuda_alloc((void **)&m->perm, (size_t)slots * 4, "MoE permutation")) ||
@@ -405,14 +453,9 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
         int grid = m->sms * 8;
         const uint16_t *a1 = L->w13_input_scale ? m->xq : x;
 
-        NVF_CUDA_TRY(cudaMemsetAsync(m->row_of, 0xFF, (size_t)slots * 4, stream));
-        perm_kernel<<<(unsigned)E, PERM_THREADS, 0, stream>>>(m->counts, NULL, NULL, NULL, ids,
-                                                              slots, expert0);
-        plan_kernel<<<1, PLAN_THREADS, 0, stream>>>(m->offsets, m->tile_info, m->counts, E,
-                                                    tile_rows, max_tiles);
-        perm_kernel<<<(unsigned)E, PERM_THREADS, 0, stream>>>(m->counts, m->perm, m->row_of,
-                                                              m->offsets, ids, slots, expert0);
-        NVF_CUDA_TRY(cudaGetLastError());
+        if ((rc = moe_perm_launch(m->offsets, m->perm, m->row_of, m->tile_info, m->perm_scratch,
+                                  ids, slots, expert0, E, tile_rows, max_tiles, stream)))
+            goto done;
         if (L->w13_input_scale) {
             gather_quant_kernel<<<grid, 128, 0, stream>>>(m->xq, x, m->perm, m->offsets, E, k, H,
                                                           L->w13_input_scale, qp);
@@ -422,17 +465,32 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
                                n1, H, cps1, &plan, stream);
         if (rc)
             goto done;
-        fc1_epilogue_kernel<<<grid, 128, 0, stream>>>(m->h, m->ws, stride1, s1, m->offsets, E, I,
-                                                      L->gated, L->w13_alpha, *act,
-                                                      L->fc2_input_scale, qp);
+        fc1_epilogue_kernel<<<2 * grid, 128, 0, stream>>>(m->h, m->ws, stride1, s1, m->offsets, E,
+                                                          I, L->gated, L->w13_alpha, *act,
+                                                          L->fc2_input_scale, qp);
         NVF_CUDA_TRY(cudaGetLastError());
         rc = nvf_cuda_moe_gemm(m->ws, stride2, m->h, 0, L->w2, L->w2_sf, H, I, cps2, &plan, stream);
         if (rc)
             goto done;
-        finalize_kernel<<<dim3((unsigned)t, (unsigned)((H + FIN_COLS - 1) / FIN_COLS)), FIN_THREADS,
-                          (size_t)(3 * k) * 4, stream>>>(y, m->ws, stride2, s2, m->row_of, ids,
-                                                         weights, k, H, expert0, L->w2_alpha);
-        NVF_CUDA_TRY(cudaGetLastError());
+        {
+            /* 16-byte columns where y allows (H % 16 == 0 by nvf_cuda_moe_create; ws is ours);
+             * FIN_UNROLL column groups per thread unless that leaves fewer than 4 CTAs per SM */
+            int vec = H % 4 == 0 && (uintptr_t)y % 16 == 0 ? 4 : 1;
+            int64_t groups = H / vec, part = FIN_THREADS * FIN_UNROLL;
+            int64_t parts = (groups + part - 1) / part;
+            if (t * parts < 4 * (int64_t)m->sms)
+                parts = (groups + FIN_THREADS - 1) / FIN_THREADS;
+            parts = parts < 65535 ? parts : 65535;
+            dim3 fgrid((unsigned)t, (unsigned)parts);
+            size_t fsmem = (size_t)(3 * k) * 4;
+            if (vec == 4)
+                finalize_kernel<4><<<fgrid, FIN_THREADS, fsmem, stream>>>(
+                    y, m->ws, stride2, s2, m->row_of, ids, weights, k, H, expert0, L->w2_alpha);
+            else
+                finalize_kernel<1><<<fgrid, FIN_THREADS, fsmem, stream>>>(
+                    y, m->ws, stride2, s2, m->row_of, ids, weights, k, H, expert0, L->w2_alpha);
+            NVF_CUDA_TRY(cudaGetLastError());
+        }
     }
 done:
     return rc;
