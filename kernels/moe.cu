@@ -50,16 +50,21 @@ __device__ __forceinline__ void store_bf16x16(uint16_t *dst, const uint16_t *v) 
     d[1] = make_uint4(w[4], w[5], w[6], w[7]);
 }
 
-/* Quantize 16 values with global scale gs and write their E2M1 x E4M3 values as BF16 (dst as
- * store_bf16x16). */
-__device__ void qdq_block(uint16_t *dst, const float *v, float gs, const nvf_quant_params q) {
+/* The E2M1 x E4M3 values, as BF16, of 16 values quantized with global scale gs. */
+__device__ __forceinline__ void qdq_values(uint16_t *out, const float *v, float gs,
+                                           const nvf_quant_params q) {
     nvf_qb_consts k = nvf_qb_consts_make(gs, q.method, q.error, q.domain);
     uint8_t packed[NVF_BLOCK_BYTES], scale;
     nvf_qb_quantize(packed, &scale, v, &k);
     float s = nvf_e4m3_to_f32(scale);
-    uint16_t out[NVF_BLOCK];
     for (int j = 0; j < NVF_BLOCK; j++)
         out[j] = nvf_f32_to_bf16_rn(nvf_e2m1_to_f32(nvf_e2m1_unpack(packed, j)) * s);
+}
+
+/* qdq_values written at dst (as store_bf16x16). */
+__device__ void qdq_block(uint16_t *dst, const float *v, float gs, const nvf_quant_params q) {
+    uint16_t out[NVF_BLOCK];
+    qdq_values(out, v, gs, q);
     store_bf16x16(dst, out);
 }
 
@@ -109,61 +114,79 @@ __device__ float act_of(const nvf_cuda_moe_act &a, float g, float u) {
     }
 }
 
-/* The 16 f32 at src + i * stride for i < splits summed in split order into sum (zeroed first):
- * 16-byte loads, src 16-byte aligned. */
-__device__ __forceinline__ void sum_splits16(float *sum, const float *src, int64_t stride,
-                                             int splits) {
-    for (int j = 0; j < NVF_BLOCK; j++)
-        sum[j] = 0.0f;
+/* The 4 f32 at src + z * stride summed in split order z = 0 .. splits - 1 (from 0): one 16-byte
+ * load per split, src 16-byte aligned. */
+__device__ __forceinline__ float4 sum_splits4(const float *src, int64_t stride, int splits) {
+    float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 4
     for (int z = 0; z < splits; z++) {
-        const float4 *p = (const float4 *)(src + z * stride);
-#pragma unroll
-        for (int i = 0; i < NVF_BLOCK / 4; i++) {
-            float4 t = p[i];
-            sum[4 * i] = sum[4 * i] + t.x;
-            sum[4 * i + 1] = sum[4 * i + 1] + t.y;
-            sum[4 * i + 2] = sum[4 * i + 2] + t.z;
-            sum[4 * i + 3] = sum[4 * i + 3] + t.w;
-        }
+        float4 t = *(const float4 *)(src + z * stride);
+        s.x = s.x + t.x;
+        s.y = s.y + t.y;
+        s.z = s.z + t.z;
+        s.w = s.w + t.w;
     }
+    return s;
 }
 
-/* FC1 epilogue: one thread per 16 FC1 outputs of a permuted row, consecutive threads on
- * consecutive outputs. ws holds `splits` partials [rows, n1]; h [rows, inter] BF16. The 16 up
- * (and gate) values of a block are contiguous in ws, since the w13 interleave moves groups of 64
- * rows (NVF_W13_GROUP) and a block starts at a multiple of 16; rows are n1 floats, a multiple
- * of 16, so every 16-value piece is 64-byte aligned and read with 16-byte loads. */
+/* FC1 epilogue: a quad of lanes per 16 FC1 outputs of a permuted row, lane q of the quad on
+ * outputs 4q .. 4q + 3, so that a warp reads 8 blocks' contiguous 64-byte pieces of ws (the up
+ * and gate values of a block are contiguous: the w13 interleave moves groups of 64 rows,
+ * NVF_W13_GROUP, and a block starts at a multiple of 16; rows are n1 floats, a multiple of 16,
+ * so each lane's 4 values are 16-byte aligned). W4A4 quantizes a block in every lane of its
+ * quad (the same 16 values gathered by shuffles, so the same result) and each lane stores its
+ * 4 values. ws holds `splits` partials [rows, n1]; h [rows, inter] BF16. The loop runs whole
+ * warps (the shuffles need every lane); a quad is active or not as a whole. */
 __global__ void fc1_epilogue_kernel(uint16_t *h, const float *ws, int64_t split_stride, int splits,
                                     const int32_t *offsets, int64_t n_experts, int64_t inter,
                                     int gated, const float *alpha, nvf_cuda_moe_act act,
                                     const float *fc2_input_scale, nvf_quant_params q) {
     int32_t rows = offsets[n_experts];
-    int64_t bpr = inter / NVF_BLOCK, n1 = gated ? 2 * inter : inter;
-    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < rows * bpr;
-         b += (int64_t)gridDim.x * blockDim.x) {
-        int32_t p = (int32_t)(b / bpr);
-        int64_t c = (b % bpr) * NVF_BLOCK;
-        float al = alpha[expert_of(offsets, n_experts, p)];
-        const float *row = ws + (int64_t)p * n1;
-        float u[NVF_BLOCK], g[NVF_BLOCK], v[NVF_BLOCK];
-        sum_splits16(u, row + (gated ? nvf_w13_prepared_row(1, c) : c), split_stride, splits);
-        if (gated)
-            sum_splits16(g, row + nvf_w13_prepared_row(0, c), split_stride, splits);
-        else
-            for (int j = 0; j < NVF_BLOCK; j++)
-                g[j] = 0.0f;
-        for (int j = 0; j < NVF_BLOCK; j++)
-            v[j] = nvf_bf16_to_f32(nvf_f32_to_bf16_rn(act_of(act, g[j] * al, u[j] * al)));
-        uint16_t *out = h + (int64_t)p * inter + c;
-        if (fc2_input_scale) {
-            qdq_block(out, v, 1.0f / fc2_input_scale[0], q);
-        } else {
-            uint16_t o[NVF_BLOCK];
-            for (int j = 0; j < NVF_BLOCK; j++)
-                o[j] = nvf_f32_to_bf16_rn(v[j]);
-            store_bf16x16(out, o);
+    int64_t bpr = inter / NVF_BLOCK, n1 = gated ? 2 * inter : inter, lanes = rows * bpr * 4;
+    int lane = threadIdx.x & 31, quad = lane & 3;
+    for (int64_t w0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x - lane; w0 < lanes;
+         w0 += (int64_t)gridDim.x * blockDim.x) {
+        int64_t i = w0 + lane;
+        bool active = i < lanes;
+        float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        int32_t p = 0;
+        int64_t c = 0;
+        if (active) {
+            p = (int32_t)(i / 4 / bpr);
+            c = (i / 4 % bpr) * NVF_BLOCK + 4 * quad;
+            float al = alpha[expert_of(offsets, n_experts, p)];
+            const float *row = ws + (int64_t)p * n1;
+            float4 u4 =
+                sum_splits4(row + (gated ? nvf_w13_prepared_row(1, c) : c), split_stride, splits);
+            float4 g4 = gated ? sum_splits4(row + nvf_w13_prepared_row(0, c), split_stride, splits)
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            float u[4] = {u4.x, u4.y, u4.z, u4.w}, g[4] = {g4.x, g4.y, g4.z, g4.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                v[j] = nvf_bf16_to_f32(nvf_f32_to_bf16_rn(act_of(act, g[j] * al, u[j] * al)));
         }
+        uint16_t o[4] = {0, 0, 0, 0};
+        if (fc2_input_scale) {
+            float blk[NVF_BLOCK];
+            uint16_t all[NVF_BLOCK];
+            for (int src = 0; src < 4; src++)
+                for (int j = 0; j < 4; j++)
+                    blk[4 * src + j] = __shfl_sync(FULL_MASK, v[j], (lane & ~3) + src);
+            if (active) {
+                qdq_values(all, blk, 1.0f / fc2_input_scale[0], q);
+#pragma unroll
+                for (int src = 0; src < 4; src++) /* constant indices: all stays in registers */
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        o[j] = src == quad ? all[4 * src + j] : o[j];
+            }
+        } else {
+            for (int j = 0; j < 4; j++)
+                o[j] = nvf_f32_to_bf16_rn(v[j]);
+        }
+        if (active)
+            *(uint2 *)(h + (int64_t)p * inter + c) = make_uint2(
+                (uint32_t)o[0] | ((uint32_t)o[1] << 16), (uint32_t)o[2] | ((uint32_t)o[3] << 16));
     }
 }
 
@@ -242,7 +265,7 @@ __global__ void finalize_kernel(float *y, const float *ws, int64_t split_stride,
             for (int u = 0; u < FIN_UNROLL; u++)
                 for (int i = 0; i < V; i++)
                     v[u][i] = 0.0f;
-#pragma unroll 2
+#pragma unroll 4
             for (int z = 0; z < splits; z++) {
 #pragma unroll
                 for (int u = 0; u < FIN_UNROLL; u++) {
