@@ -1,13 +1,15 @@
 /*
- * The MoE block on the GPU around the grouped GEMM (kernels/moe_gemm.h steps 1, 2, 4 and 6, and
- * the orchestration of a run): routing, permutation, W4A4 input quantization, the FC1 epilogue
- * (alpha, gated activation, BF16, W4A4 quantization of the FC2 input) and the finalize.
- * Everything is deterministic: the permutation is an ordered compaction (no atomics), split-K
- * partials are summed in split order and the finalize sums a token's slots in selection order.
+ * The MoE block on the GPU around the grouped GEMM (kernels/moe_gemm.h steps 2, 4 and 6, and
+ * the orchestration of a run): routing, W4A4 input quantization, the FC1 epilogue (alpha, gated
+ * activation, BF16, W4A4 quantization of the FC2 input) and the finalize; the permutation (step
+ * 1) is kernels/moe_perm.cu. Everything is deterministic: the permutation is an ordered
+ * compaction (no atomics decide an order), split-K partials are summed in split order and the
+ * finalize sums a token's slots in selection order.
  */
 #include "kernels/moe_gemm.h"
 
 #include "cuda_ctx.h"
+#include "moe_perm.h"
 
 #include "nvfp4/format.h"
 #include "nvfp4/layout.h"
@@ -18,64 +20,12 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
-#define PERM_THREADS 1024
-#define PLAN_THREADS 256
+#define FULL_MASK 0xFFFFFFFFu
 
 /* ---- kernels ----------------------------------------------------------------------------- */
-
-/* Block e: the slots of local expert e in slot order. With `perm` NULL only the count (into
- * counts[e]); else perm[offsets[e] + j] = the j-th slot, and row_of[slot] = its permuted row. */
-__global__ void perm_kernel(int32_t *counts, int32_t *perm, int32_t *row_of, const int32_t *offsets,
-                            const int32_t *ids, int64_t n_slots, int64_t expert0) {
-    __shared__ int32_t warp_sums[PERM_THREADS / 32];
-    int e = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int32_t base = perm ? offsets[e] : 0;
-    for (int64_t s0 = 0; s0 < n_slots; s0 += PERM_THREADS) {
-        int64_t s = s0 + threadIdx.x;
-        bool hit = s < n_slots && (int64_t)ids[s] - expert0 == e;
-        unsigned ballot = __ballot_sync(0xFFFFFFFFu, hit);
-        if (lane == 0)
-            warp_sums[warp] = __popc(ballot);
-        __syncthreads();
-        int32_t before = 0, total = 0;
-        for (int i = 0; i < PERM_THREADS / 32; i++) {
-            before += i < warp ? warp_sums[i] : 0;
-            total += warp_sums[i];
-        }
-        if (hit && perm) {
-            int32_t r = base + before + __popc(ballot & ((1u << lane) - 1u));
-            perm[r] = (int32_t)s;
-            row_of[s] = r;
-        }
-        base += total;
-        __syncthreads();
-    }
-    if (!perm && threadIdx.x == 0)
-        counts[e] = base;
-}
-
-/* Thread 0: offsets (exclusive scan of counts) and the tile map; then every thread marks the
- * unused tail of the map. */
-__global__ void plan_kernel(int32_t *offsets, int32_t *tile_info, const int32_t *counts,
-                            int64_t n_experts, int32_t tile_rows, int32_t max_tiles) {
-    __shared__ int32_t used;
-    if (threadIdx.x == 0) {
-        int32_t off = 0, tile = 0;
-        for (int64_t e = 0; e < n_experts; e++) {
-            offsets[e] = off;
-            for (int32_t r = 0; r < counts[e] && tile < max_tiles; r += tile_rows)
-                tile_info[tile++] = (int32_t)(e << 20) | r;
-            off += counts[e];
-        }
-        offsets[n_experts] = off;
-        used = tile;
-    }
-    __syncthreads();
-    for (int32_t i = used + (int32_t)threadIdx.x; i < max_tiles; i += blockDim.x)
-        tile_info[i] = -1;
-}
 
 /* The expert of permuted row p (binary search of the offsets). */
 __device__ int expert_of(const int32_t *offsets, int64_t n_experts, int32_t p) {
@@ -90,14 +40,33 @@ __device__ int expert_of(const int32_t *offsets, int64_t n_experts, int32_t p) {
     return lo;
 }
 
-/* Quantize 16 values with global scale gs and write their E2M1 x E4M3 values as BF16. */
-__device__ void qdq_block(uint16_t *out, const float *v, float gs, const nvf_quant_params q) {
+/* Store 16 BF16 values at dst (32-byte aligned: a 16-value block of a row of a multiple of 16
+ * values in memory from cudaMalloc) as two 16-byte stores. */
+__device__ __forceinline__ void store_bf16x16(uint16_t *dst, const uint16_t *v) {
+    uint32_t w[NVF_BLOCK / 2];
+    for (int i = 0; i < NVF_BLOCK / 2; i++)
+        w[i] = (uint32_t)v[2 * i] | ((uint32_t)v[2 * i + 1] << 16);
+    uint4 *d = (uint4 *)dst;
+    d[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    d[1] = make_uint4(w[4], w[5], w[6], w[7]);
+}
+
+/* The E2M1 x E4M3 values, as BF16, of 16 values quantized with global scale gs. */
+__device__ __forceinline__ void qdq_values(uint16_t *out, const float *v, float gs,
+                                           const nvf_quant_params q) {
     nvf_qb_consts k = nvf_qb_consts_make(gs, q.method, q.error, q.domain);
     uint8_t packed[NVF_BLOCK_BYTES], scale;
     nvf_qb_quantize(packed, &scale, v, &k);
     float s = nvf_e4m3_to_f32(scale);
     for (int j = 0; j < NVF_BLOCK; j++)
         out[j] = nvf_f32_to_bf16_rn(nvf_e2m1_to_f32(nvf_e2m1_unpack(packed, j)) * s);
+}
+
+/* qdq_values written at dst (as store_bf16x16). */
+__device__ void qdq_block(uint16_t *dst, const float *v, float gs, const nvf_quant_params q) {
+    uint16_t out[NVF_BLOCK];
+    qdq_values(out, v, gs, q);
+    store_bf16x16(dst, out);
 }
 
 /* W4A4 FC1 input: one thread per 16-value block of a permuted row: x of its token quantized
@@ -146,78 +115,179 @@ __device__ float act_of(const nvf_cuda_moe_act &a, float g, float u) {
     }
 }
 
-/* FC1 epilogue: one thread per 16 FC1 outputs of a permuted row. ws holds `splits` partials
- * [rows, n1]; h [rows, inter] BF16. */
+/* The 4 f32 at src + z * stride summed in split order z = 0 .. splits - 1 (from 0): one 16-byte
+ * load per split, src 16-byte aligned. */
+__device__ __forceinline__ float4 sum_splits4(const float *src, int64_t stride, int splits) {
+    float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+    for (int z = 0; z < splits; z++) {
+        float4 t = *(const float4 *)(src + z * stride);
+        s.x = s.x + t.x;
+        s.y = s.y + t.y;
+        s.z = s.z + t.z;
+        s.w = s.w + t.w;
+    }
+    return s;
+}
+
+/* FC1 epilogue: a quad of lanes per 16 FC1 outputs of a permuted row, lane q of the quad on
+ * outputs 4q .. 4q + 3, so that a warp reads 8 blocks' contiguous 64-byte pieces of ws (the up
+ * and gate values of a block are contiguous: the w13 interleave moves groups of 64 rows,
+ * NVF_W13_GROUP, and a block starts at a multiple of 16; rows are n1 floats, a multiple of 16,
+ * so each lane's 4 values are 16-byte aligned). W4A4 quantizes a block in every lane of its
+ * quad (the same 16 values gathered by shuffles, so the same result) and each lane stores its
+ * 4 values. ws holds `splits` partials [rows, n1]; h [rows, inter] BF16. The loop runs whole
+ * warps (the shuffles need every lane); a quad is active or not as a whole. */
 __global__ void fc1_epilogue_kernel(uint16_t *h, const float *ws, int64_t split_stride, int splits,
                                     const int32_t *offsets, int64_t n_experts, int64_t inter,
                                     int gated, const float *alpha, nvf_cuda_moe_act act,
                                     const float *fc2_input_scale, nvf_quant_params q) {
     int32_t rows = offsets[n_experts];
-    int64_t bpr = inter / NVF_BLOCK, n1 = gated ? 2 * inter : inter;
-    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < rows * bpr;
-         b += (int64_t)gridDim.x * blockDim.x) {
-        int32_t p = (int32_t)(b / bpr);
-        int64_t c = (b % bpr) * NVF_BLOCK;
-        float al = alpha[expert_of(offsets, n_experts, p)];
-        const float *row = ws + (int64_t)p * n1;
-        float v[NVF_BLOCK];
-        for (int j = 0; j < NVF_BLOCK; j++) {
-            int64_t ju = gated ? nvf_w13_prepared_row(1, c + j) : c + j;
-            float u = 0.0f, g = 0.0f;
-            for (int z = 0; z < splits; z++)
-                u = u + row[z * split_stride + ju];
-            if (gated) {
-                int64_t jg = nvf_w13_prepared_row(0, c + j);
-                for (int z = 0; z < splits; z++)
-                    g = g + row[z * split_stride + jg];
-            }
-            v[j] = nvf_bf16_to_f32(nvf_f32_to_bf16_rn(act_of(act, g * al, u * al)));
+    int64_t bpr = inter / NVF_BLOCK, n1 = gated ? 2 * inter : inter, lanes = rows * bpr * 4;
+    int lane = threadIdx.x & 31, quad = lane & 3;
+    for (int64_t w0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x - lane; w0 < lanes;
+         w0 += (int64_t)gridDim.x * blockDim.x) {
+        int64_t i = w0 + lane;
+        bool active = i < lanes;
+        float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        int32_t p = 0;
+        int64_t c = 0;
+        if (active) {
+            p = (int32_t)(i / 4 / bpr);
+            c = (i / 4 % bpr) * NVF_BLOCK + 4 * quad;
+            float al = alpha[expert_of(offsets, n_experts, p)];
+            const float *row = ws + (int64_t)p * n1;
+            float4 u4 =
+                sum_splits4(row + (gated ? nvf_w13_prepared_row(1, c) : c), split_stride, splits);
+            float4 g4 = gated ? sum_splits4(row + nvf_w13_prepared_row(0, c), split_stride, splits)
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            float u[4] = {u4.x, u4.y, u4.z, u4.w}, g[4] = {g4.x, g4.y, g4.z, g4.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                v[j] = nvf_bf16_to_f32(nvf_f32_to_bf16_rn(act_of(act, g[j] * al, u[j] * al)));
         }
-        uint16_t *out = h + (int64_t)p * inter + c;
-        if (fc2_input_scale)
-            qdq_block(out, v, 1.0f / fc2_input_scale[0], q);
-        else
-            for (int j = 0; j < NVF_BLOCK; j++)
-                out[j] = nvf_f32_to_bf16_rn(v[j]);
+        uint16_t o[4] = {0, 0, 0, 0};
+        if (fc2_input_scale) {
+            float blk[NVF_BLOCK];
+            uint16_t all[NVF_BLOCK];
+            for (int src = 0; src < 4; src++)
+                for (int j = 0; j < 4; j++)
+                    blk[4 * src + j] = __shfl_sync(FULL_MASK, v[j], (lane & ~3) + src);
+            if (active) {
+                qdq_values(all, blk, 1.0f / fc2_input_scale[0], q);
+#pragma unroll
+                for (int src = 0; src < 4; src++) /* constant indices: all stays in registers */
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        o[j] = src == quad ? all[4 * src + j] : o[j];
+            }
+        } else {
+            for (int j = 0; j < 4; j++)
+                o[j] = nvf_f32_to_bf16_rn(v[j]);
+        }
+        if (active)
+            *(uint2 *)(h + (int64_t)p * inter + c) = make_uint2(
+                (uint32_t)o[0] | ((uint32_t)o[1] << 16), (uint32_t)o[2] | ((uint32_t)o[3] << 16));
     }
 }
 
-/* y[t, c] = sum over the token's slots in order of weight * (alpha2_e * FC2[row, c]). Block
- * (token, column range): the token's slots (row, weight, alpha2) are read once into shared
- * memory, then each thread sums FIN_COLS / FIN_THREADS columns; the arithmetic per element is
- * the same sequence as ever (splits in order, slots in order). */
-#define FIN_THREADS 256
-#define FIN_COLS    1024
+/* V floats at p into d (V 4: one 16-byte load, p 16-byte aligned). */
+template <int V> __device__ __forceinline__ void load_f32v(float *d, const float *p) {
+    if constexpr (V == 4) {
+        float4 t = *(const float4 *)p;
+        d[0] = t.x;
+        d[1] = t.y;
+        d[2] = t.z;
+        d[3] = t.w;
+    } else {
+        d[0] = *p;
+    }
+}
+
+template <int V> __device__ __forceinline__ void store_f32v(float *p, const float *d) {
+    if constexpr (V == 4)
+        *(float4 *)p = make_float4(d[0], d[1], d[2], d[3]);
+    else
+        *p = d[0];
+}
+
+/* y[t, c] = sum over the token's local slots in selection order of weight * (alpha2_e *
+ * FC2[row, c]), FC2 the split partials summed in split order. Block (token, column part): warp
+ * 0 compacts the token's local slots (row, weight, alpha2) into shared memory in selection
+ * order (non-local slots added nothing before either), then each thread sums groups of V
+ * columns (V 4: 16-byte loads and stores), up to FIN_UNROLL groups at once so that their loads
+ * are in flight together; the groups of a warp are consecutive. Per element the arithmetic is
+ * the same sequence as ever (acc = 0, then acc + w * (v * alpha) per local slot in order, v = 0
+ * then v + partial per split in order). */
+#define FIN_THREADS 128
+#define FIN_UNROLL  4
+template <int V>
 __global__ void finalize_kernel(float *y, const float *ws, int64_t split_stride, int splits,
                                 const int32_t *row_of, const int32_t *ids, const float *weights,
                                 int64_t top_k, int64_t hidden, int64_t expert0,
                                 const float *alpha2) {
     extern __shared__ float fin[]; /* [top_k] weights, [top_k] alphas, [top_k] rows */
+    __shared__ int32_t n_local;
     float *wt = fin, *al = fin + top_k;
     int32_t *rows = (int32_t *)(fin + 2 * top_k);
     int64_t tok = blockIdx.x;
-    for (int64_t j = threadIdx.x; j < top_k; j += blockDim.x) {
-        int32_t r = row_of[tok * top_k + j];
-        rows[j] = r;
-        wt[j] = weights[tok * top_k + j];
-        al[j] = r >= 0 ? alpha2[ids[tok * top_k + j] - expert0] : 0.0f;
+    if (threadIdx.x < 32) {
+        int lane = threadIdx.x;
+        int32_t n = 0;
+        for (int64_t j0 = 0; j0 < top_k; j0 += 32) {
+            int64_t j = j0 + lane;
+            int32_t r = j < top_k ? row_of[tok * top_k + j] : -1;
+            unsigned hit = __ballot_sync(FULL_MASK, r >= 0);
+            if (r >= 0) {
+                int32_t at = n + __popc(hit & ((1u << lane) - 1u));
+                rows[at] = r;
+                wt[at] = weights[tok * top_k + j];
+                al[at] = alpha2[ids[tok * top_k + j] - expert0];
+            }
+            n += __popc(hit);
+        }
+        if (lane == 0)
+            n_local = n;
     }
     __syncthreads();
-    int64_t c1 = ((int64_t)blockIdx.y + 1) * FIN_COLS < hidden
-                     ? ((int64_t)blockIdx.y + 1) * FIN_COLS
-                     : hidden;
-    for (int64_t c = (int64_t)blockIdx.y * FIN_COLS + threadIdx.x; c < c1; c += blockDim.x) {
-        float acc = 0.0f;
-        for (int64_t j = 0; j < top_k; j++) {
-            int32_t r = rows[j];
-            if (r < 0)
-                continue;
-            float v = 0.0f;
-            for (int z = 0; z < splits; z++)
-                v = v + ws[z * split_stride + (int64_t)r * hidden + c];
-            acc = acc + wt[j] * (v * al[j]);
+    int32_t nl = n_local;
+    int64_t groups = hidden / V, step = (int64_t)gridDim.y * blockDim.x;
+    for (int64_t g0 = (int64_t)blockIdx.y * blockDim.x + threadIdx.x; g0 < groups;
+         g0 += FIN_UNROLL * step) {
+        float acc[FIN_UNROLL][V];
+#pragma unroll
+        for (int u = 0; u < FIN_UNROLL; u++)
+            for (int i = 0; i < V; i++)
+                acc[u][i] = 0.0f;
+        for (int32_t j = 0; j < nl; j++) {
+            const float *src = ws + (int64_t)rows[j] * hidden;
+            float v[FIN_UNROLL][V];
+#pragma unroll
+            for (int u = 0; u < FIN_UNROLL; u++)
+                for (int i = 0; i < V; i++)
+                    v[u][i] = 0.0f;
+#pragma unroll 4
+            for (int z = 0; z < splits; z++) {
+#pragma unroll
+                for (int u = 0; u < FIN_UNROLL; u++) {
+                    int64_t g = g0 + u * step;
+                    if (g < groups) {
+                        float t[V];
+                        load_f32v<V>(t, src + z * split_stride + g * V);
+                        for (int i = 0; i < V; i++)
+                            v[u][i] = v[u][i] + t[i];
+                    }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < FIN_UNROLL; u++)
+                for (int i = 0; i < V; i++)
+                    acc[u][i] = acc[u][i] + wt[j] * (v[u][i] * al[j]);
         }
-        y[tok * hidden + c] = acc;
+#pragma unroll
+        for (int u = 0; u < FIN_UNROLL; u++)
+            if (g0 + u * step < groups)
+                store_f32v<V>(y + tok * hidden + (g0 + u * step) * V, acc[u]);
     }
 }
 
@@ -260,7 +330,7 @@ struct nvf_cuda_moe {
     nvf_cuda_moe_layer L;
     int64_t max_tokens, top_k, max_tiles16;
     int sms;
-    int32_t *counts, *offsets, *tile_info, *perm, *row_of;
+    int32_t *perm_scratch, *offsets, *tile_info, *perm, *row_of;
     uint16_t *xq, *h;
     float *ws;
     int64_t ws_floats;
@@ -272,7 +342,7 @@ struct nvf_cuda_moe {
 extern "C" void nvf_cuda_moe_free(nvf_cuda_moe *m) {
     if (!m)
         return;
-    nvf_cuda_free(m->counts);
+    nvf_cuda_free(m->perm_scratch);
     nvf_cuda_free(m->offsets);
     nvf_cuda_free(m->tile_info);
     nvf_cuda_free(m->perm);
@@ -312,7 +382,8 @@ extern "C" int nvf_cuda_moe_create(nvf_cuda_moe **out, const nvf_cuda_moe_layer 
     int rc = 0, dev = 0;
     NVF_CUDA_TRY(cudaGetDevice(&dev));
     NVF_CUDA_TRY(cudaDeviceGetAttribute(&m->sms, cudaDevAttrMultiProcessorCount, dev));
-    if ((rc = nvf_cuda_alloc((void **)&m->counts, (size_t)E * 4, "MoE counts")) ||
+    if ((rc = nvf_cuda_alloc((void **)&m->perm_scratch, (size_t)moe_perm_scratch(slots, E) * 4,
+                             "MoE permutation counts")) ||
         (rc = nvf_cuda_alloc((void **)&m->offsets, (size_t)(E + 1) * 4, "MoE offsets")) ||
         (rc = nvf_cuda_alloc((void **)&m->tile_info, (size_t)m->max_tiles16 * 4, "MoE tiles")) ||
         (rc = nvf_cuda_alloc((void **)&m->perm, (size_t)slots * 4, "MoE permutation")) ||
@@ -373,29 +444,12 @@ static int splits_for(int *cps, const nvf_cuda_moe *m, int64_t slots, int64_t ti
                       int64_t k, int32_t tile_rows) {
     int step = nvf_cuda_moe_gemm_step(k, tile_rows), bn = nvf_cuda_moe_gemm_cta_rows(k, tile_rows);
     int64_t nchunks = (k + 63) / 64, s = 1;
-    int64_t ctas = tiles_est * ((n + bn - 1) / bn);
     if (slots <= SPLIT_SLOTS) {
-        int64_t want = 4 * (int64_t)m->sms;
+        int64_t ctas = tiles_est * ((n + bn - 1) / bn), want = 4 * (int64_t)m->sms;
         int64_t cap = nchunks / 4 > 0 ? nchunks / 4 : 1;
         s = ctas >= want ? 1 : (want + ctas - 1) / ctas;
         s = s > cap ? cap : s;
         s = s > MAX_SPLITS ? MAX_SPLITS : s;
-    } else if (!getenv("NVFP4_MOE_NO_WAVE_SPLIT")) {
-        /* more slots: split only where the CTAs would fill their last wave poorly (bench moe at
-         * c4a08b5: FC2 of DeepSeek-V3 at 512 tokens, 896 CTAs in waves of 264): the fewest
-         * splits, up to 4 and what the workspace holds, whose waves are >= 90% full */
-        int64_t wave = (int64_t)m->sms * nvf_cuda_moe_gemm_residency(k, tile_rows);
-        int64_t room = m->ws_floats / (slots * n), cap = nchunks / 8;
-        cap = cap < room ? cap : room;
-        cap = cap < 4 ? cap : 4;
-        double best = 0.0;
-        for (int64_t z = 1; z <= cap && best < 0.9; z++) {
-            double w = (double)(ctas * z) / (double)wave, eff = w / ceil(w);
-            if (eff > best + 0.02) {
-                best = eff;
-                s = z;
-            }
-        }
     }
     *cps = (int)((nchunks + s - 1) / s);
     *cps = (*cps + step - 1) / step * step; /* ranges start on the GEMM's K step */
@@ -448,14 +502,9 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
         int grid = m->sms * 8;
         const uint16_t *a1 = L->w13_input_scale ? m->xq : x;
 
-        NVF_CUDA_TRY(cudaMemsetAsync(m->row_of, 0xFF, (size_t)slots * 4, stream));
-        perm_kernel<<<(unsigned)E, PERM_THREADS, 0, stream>>>(m->counts, NULL, NULL, NULL, ids,
-                                                              slots, expert0);
-        plan_kernel<<<1, PLAN_THREADS, 0, stream>>>(m->offsets, m->tile_info, m->counts, E,
-                                                    tile_rows, max_tiles);
-        perm_kernel<<<(unsigned)E, PERM_THREADS, 0, stream>>>(m->counts, m->perm, m->row_of,
-                                                              m->offsets, ids, slots, expert0);
-        NVF_CUDA_TRY(cudaGetLastError());
+        if ((rc = moe_perm_launch(m->offsets, m->perm, m->row_of, m->tile_info, m->perm_scratch,
+                                  ids, slots, expert0, E, tile_rows, max_tiles, stream)))
+            goto done;
         if (L->w13_input_scale) {
             gather_quant_kernel<<<grid, 128, 0, stream>>>(m->xq, x, m->perm, m->offsets, E, k, H,
                                                           L->w13_input_scale, qp);
@@ -465,17 +514,32 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
                                n1, H, cps1, &plan, stream);
         if (rc)
             goto done;
-        fc1_epilogue_kernel<<<grid, 128, 0, stream>>>(m->h, m->ws, stride1, s1, m->offsets, E, I,
-                                                      L->gated, L->w13_alpha, *act,
-                                                      L->fc2_input_scale, qp);
+        fc1_epilogue_kernel<<<2 * grid, 128, 0, stream>>>(m->h, m->ws, stride1, s1, m->offsets, E,
+                                                          I, L->gated, L->w13_alpha, *act,
+                                                          L->fc2_input_scale, qp);
         NVF_CUDA_TRY(cudaGetLastError());
         rc = nvf_cuda_moe_gemm(m->ws, stride2, m->h, 0, L->w2, L->w2_sf, H, I, cps2, &plan, stream);
         if (rc)
             goto done;
-        finalize_kernel<<<dim3((unsigned)t, (unsigned)((H + FIN_COLS - 1) / FIN_COLS)), FIN_THREADS,
-                          (size_t)(3 * k) * 4, stream>>>(y, m->ws, stride2, s2, m->row_of, ids,
-                                                         weights, k, H, expert0, L->w2_alpha);
-        NVF_CUDA_TRY(cudaGetLastError());
+        {
+            /* 16-byte columns where y allows (H % 16 == 0 by nvf_cuda_moe_create; ws is ours);
+             * FIN_UNROLL column groups per thread unless that leaves fewer than 4 CTAs per SM */
+            int vec = H % 4 == 0 && (uintptr_t)y % 16 == 0 ? 4 : 1;
+            int64_t groups = H / vec, part = FIN_THREADS * FIN_UNROLL;
+            int64_t parts = (groups + part - 1) / part;
+            if (t * parts < 4 * (int64_t)m->sms)
+                parts = (groups + FIN_THREADS - 1) / FIN_THREADS;
+            parts = parts < 65535 ? parts : 65535;
+            dim3 fgrid((unsigned)t, (unsigned)parts);
+            size_t fsmem = (size_t)(3 * k) * 4;
+            if (vec == 4)
+                finalize_kernel<4><<<fgrid, FIN_THREADS, fsmem, stream>>>(
+                    y, m->ws, stride2, s2, m->row_of, ids, weights, k, H, expert0, L->w2_alpha);
+            else
+                finalize_kernel<1><<<fgrid, FIN_THREADS, fsmem, stream>>>(
+                    y, m->ws, stride2, s2, m->row_of, ids, weights, k, H, expert0, L->w2_alpha);
+            NVF_CUDA_TRY(cudaGetLastError());
+        }
     }
 done:
     return rc;

@@ -297,32 +297,6 @@ done:
     return rc;
 }
 
-template <int MT, int NT, int WM, int WN, int KB, bool PF, bool REP> static int residency(void) {
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &n, moe_gemm_kernel<MT, NT, WM, WN, KB, PF, REP>, WM * WN * 32, 0) != cudaSuccess) {
-        cudaGetLastError();
-        return 1;
-    }
-    return n > 0 ? n : 1;
-}
-
-extern "C" int nvf_cuda_moe_gemm_residency(int64_t k, int32_t tile_rows) {
-    int kb = nvf_cuda_moe_gemm_step(k, tile_rows), v = gemm_version();
-    if (v == 1)
-        return tile_rows == 16 ? residency<1, 4, 1, 4, 1, false, false>()
-                               : residency<2, 8, 2, 2, 1, false, false>();
-    if (use_tiled(k, tile_rows))
-        return nvf_cuda_moe_gemm_tiled_residency(tile_rows, v == 4);
-    if (tile_rows == 16)
-        return kb == 2 ? (v == 4 ? residency<1, 4, 1, 4, 2, true, true>()
-                                 : residency<1, 4, 1, 4, 2, true, false>())
-                       : (v == 4 ? residency<1, 4, 1, 4, 1, true, true>()
-                                 : residency<1, 4, 1, 4, 1, true, false>());
-    return v == 4 ? residency<2, 8, 2, 2, 1, true, true>()
-                  : residency<2, 8, 2, 2, 1, true, false>();
-}
-
 extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                                  const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k,
                                  int chunks_per_split, const nvf_cuda_moe_plan *plan,

@@ -282,27 +282,6 @@ done:
     return rc;
 }
 
-template <int MT, bool REP> static int tiled_residency(void) {
-    size_t smem = 0;
-    int n = 0;
-    if (tiled_smem<MT, REP>(&smem) ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, moe_gemm_tiled_kernel<MT, REP>,
-                                                      TB_THREADS, smem) != cudaSuccess) {
-        cudaGetLastError();
-        nvf_error_clear();
-        return 1;
-    }
-    return n > 0 ? n : 1;
-}
-
-extern "C" int nvf_cuda_moe_gemm_tiled_residency(int32_t tile_rows, int rep) {
-    if (tile_rows == 16)
-        return rep ? tiled_residency<1, true>() : tiled_residency<1, false>();
-    if (tile_rows == 32)
-        return rep ? tiled_residency<2, true>() : tiled_residency<2, false>();
-    return rep ? tiled_residency<4, true>() : tiled_residency<4, false>();
-}
-
 extern "C" int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const uint16_t *a,
                                        int gather, const uint8_t *w, const uint8_t *sf, int64_t n,
                                        int64_t k, int chunks_per_split,

@@ -7,12 +7,16 @@
  * is nvf_moe_route_ref on logits computed as the forward computes them (same f32 loop).
  * Cases: random routing; T = 1; T = 37, 64 and 200 (16-, 32- and 64-row tiles, not multiples);
  * all tokens to one expert (top-1 on a zero router: every logit ties, the lower id wins) and so
- * experts with zero tokens; H = 1040 (K not a multiple of 64) and split K; the DeepSeek-V3
- * (7168, 2048) and GPT-OSS (2880, 2880) expert shapes; silu, swiglu, situ, relu2 (non-gated);
- * W4A16 and W4A4 (RTN and 4over6). Rel-L2 <= 1e-3 for W4A16 (both sum in
- * f32, in other orders) and <= 1e-2 for W4A4 (an order-dependent BF16 rounding of an FC1 output
- * can move an FC2 input to the neighbouring E2M1 value); all outputs finite; two GPU runs
- * byte-identical. Seed fixed and printed. Exit 77 (skip) without a GPU.
+ * experts with zero tokens; 600 slots all to one expert and 1200 slots over 40 experts (the
+ * permutation's units of 256 slots, the last partial; more experts than a warp's lanes); top-40
+ * (more slots per token than lanes); two expert-parallel ranks (ep_check: slots routed to the
+ * other rank's experts contribute nothing, the two outputs add up to the reference; with top-1
+ * the other rank's rows are +0 exactly); H = 1040 (K not a multiple of 64) and split K; the
+ * DeepSeek-V3 (7168, 2048) and GPT-OSS (2880, 2880) expert shapes; silu, swiglu, situ, relu2
+ * (non-gated); W4A16 and W4A4 (RTN and 4over6). Rel-L2 <= 1e-3 for W4A16 (both sum in f32, in other
+ * orders) and <= 1e-2 for W4A4 (an order-dependent BF16 rounding of an FC1 output can move an FC2
+ * input to the neighbouring E2M1 value); all outputs finite; two GPU runs byte-identical. Seed
+ * fixed and printed. Exit 77 (skip) without a GPU.
  */
 #include "check.h"
 
@@ -239,7 +243,77 @@ typedef struct tcase {
     nvf_moe_act act;
     int w4a4, zero_router;
     nvf_quant_method method;
+    int ep; /* also run as two expert-parallel ranks (ep_check) */
 } tcase;
+
+/* Rank r of two: experts [e0, E) of `w` (r 1) or [0, e0) (r 0), the same bytes in place. */
+static nvf_moe_prepared rank_view(const nvf_moe_prepared *w, int64_t e0, int r) {
+    int64_t H = w->hidden, I = w->inter, N1 = w->gated ? 2 * I : I;
+    nvf_moe_prepared v = *w;
+    if (r == 0) {
+        v.n_experts = e0;
+        return v;
+    }
+    v.n_experts = w->n_experts - e0;
+    v.w13 += e0 * N1 * (H / 2);
+    v.w13_sf += e0 * nvf_layout_bytes(NVF_LAYOUT_128X4, N1, H / 16);
+    v.w2 += e0 * H * (I / 2);
+    v.w2_sf += e0 * nvf_layout_bytes(NVF_LAYOUT_128X4, H, I / 16);
+    v.w13_alpha += e0;
+    v.w2_alpha += e0;
+    if (v.w13_input_scale)
+        v.w13_input_scale += e0;
+    return v;
+}
+
+/* Expert parallelism: the experts split in two ranks at E / 2, each run on the whole routing
+ * with its expert0, so that every rank sees slots routed elsewhere (ids below expert0 on rank
+ * 1, at or beyond its experts on rank 0). The ranks' sum must match the CPU reference as the
+ * single run does; with top-1 every token's row on the rank without its expert is +0 exactly
+ * (no local slot: nothing is added), and the row on the other rank is that token's output. */
+static void ep_check(const tcase *c, const nvf_moe_prepared *w, const float *ref,
+                     const uint16_t *xb, const int32_t *ids, const float *wts, double tol,
+                     const nvf_moe_act_params *act, const nvf_quant_params *q) {
+    int64_t T = c->T, H = c->H, k = c->top_k, e0 = c->E / 2;
+    float *y[2] = {malloc((size_t)(T * H) * sizeof(float)),
+                   malloc((size_t)(T * H) * sizeof(float))};
+    int ok = 1;
+    for (int r = 0; r < 2; r++) {
+        nvf_moe_prepared v = rank_view(w, e0, r);
+        int rc = nvf_backend_moe(g_gpu, y[r], xb, T, ids, wts, k, r ? e0 : 0, &v, act, q);
+        CHECK_MSG(rc == 0, "%s: rank %d: %s", c->name, r, nvf_error_last());
+        ok = ok && rc == 0;
+    }
+    if (ok) {
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < T * H; i++) {
+            double d = ((double)y[0][i] + (double)y[1][i]) - (double)ref[i];
+            num += d * d;
+            den += (double)ref[i] * ref[i];
+        }
+        double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+        printf("%-28s two ranks at expert %lld: rel-L2 %.3g (<= %g)\n", c->name, (long long)e0, rel,
+               tol);
+        CHECK_MSG(rel <= tol, "%s: two ranks: rel-L2 %g > %g", c->name, rel, tol);
+        int64_t bad = 0, local0 = 0;
+        for (int64_t t = 0; t < T && k == 1; t++) {
+            int other = ids[t] < e0 ? 1 : 0; /* the rank without the token's expert */
+            local0 += other == 1;
+            for (int64_t i = 0; i < H; i++) {
+                uint32_t bits;
+                memcpy(&bits, &y[other][t * H + i], 4);
+                bad += bits != 0;
+            }
+        }
+        CHECK_MSG(bad == 0, "%s: %lld outputs of tokens without a local slot are not +0", c->name,
+                  (long long)bad);
+        CHECK_MSG(k != 1 || (local0 > 0 && local0 < T),
+                  "%s: the routing does not reach both ranks (%lld of %lld on rank 0)", c->name,
+                  (long long)local0, (long long)T);
+    }
+    free(y[0]);
+    free(y[1]);
+}
 
 static void run_case(const tcase *c) {
     layer l;
@@ -330,6 +404,8 @@ static void run_case(const tcase *c) {
             }
         CHECK_MSG(memcmp(y1, y2, (size_t)(T * H) * sizeof *y1) == 0,
                   "%s: two runs differ in their bytes", c->name);
+        if (c->ep)
+            ep_check(c, &w, ref, xb, ids, wts, tol, &act, &o.quant);
     }
     prepared_free(&w);
     tw_close(&tw->base);
@@ -358,24 +434,35 @@ int main(void) {
     printf("test_moe_cuda: seed 0x%016llx\n", (unsigned long long)SEED);
     const nvf_quant_method rtn = NVF_QUANT_METHOD_RTN, fo6 = NVF_QUANT_METHOD_4OVER6;
     const tcase cases[] = {
-        {"random silu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 0, 0, rtn},
-        {"T=1 silu", 8, 256, 128, 1, 2, NVF_MOE_ACT_SILU, 0, 0, rtn},
-        {"split-K, K%64!=0", 6, 1040, 192, 5, 3, NVF_MOE_ACT_SILU, 0, 0, rtn},
-        {"64-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SILU, 0, 0, rtn},
-        {"32-row tiles", 8, 256, 128, 64, 2, NVF_MOE_ACT_SILU, 0, 0, rtn},
-        {"w4a4 32-row tiles", 8, 512, 128, 64, 2, NVF_MOE_ACT_SWIGLU, 1, 0, fo6},
-        {"all to one expert", 8, 256, 128, 37, 1, NVF_MOE_ACT_SILU, 0, 1, rtn},
-        {"all to one, 64-row tiles", 4, 256, 64, 200, 1, NVF_MOE_ACT_SILU, 0, 1, rtn},
-        {"swiglu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SWIGLU, 0, 0, rtn},
-        {"situ", 8, 256, 128, 37, 2, NVF_MOE_ACT_SITU, 0, 0, rtn},
-        {"relu2 (not gated)", 8, 256, 96, 37, 2, NVF_MOE_ACT_RELU2, 0, 0, rtn},
-        {"w4a4 rtn", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, rtn},
-        {"w4a4 4over6", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, fo6},
-        {"w4a4 64-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SWIGLU, 1, 0, rtn},
-        {"w4a4 T=1 split-K", 6, 1040, 192, 1, 3, NVF_MOE_ACT_SILU, 1, 0, rtn},
+        {"random silu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
+        {"T=1 silu", 8, 256, 128, 1, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
+        {"split-K, K%64!=0", 6, 1040, 192, 5, 3, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
+        {"64-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
+        {"32-row tiles", 8, 256, 128, 64, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
+        {"w4a4 32-row tiles", 8, 512, 128, 64, 2, NVF_MOE_ACT_SWIGLU, 1, 0, fo6, 0},
+        {"all to one expert", 8, 256, 128, 37, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0},
+        {"all to one, 64-row tiles", 4, 256, 64, 200, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0},
+        {"swiglu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 0},
+        {"situ", 8, 256, 128, 37, 2, NVF_MOE_ACT_SITU, 0, 0, rtn, 0},
+        {"relu2 (not gated)", 8, 256, 96, 37, 2, NVF_MOE_ACT_RELU2, 0, 0, rtn, 0},
+        {"w4a4 rtn", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, rtn, 0},
+        {"w4a4 4over6", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, fo6, 0},
+        {"w4a4 64-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SWIGLU, 1, 0, rtn, 0},
+        {"w4a4 T=1 split-K", 6, 1040, 192, 1, 3, NVF_MOE_ACT_SILU, 1, 0, rtn, 0},
         /* DeepSeek-V3's expert shape: 32 x 112 scale tiles per w13, split K on both GEMMs */
-        {"DeepSeek-V3 shape", 3, 7168, 2048, 2, 2, NVF_MOE_ACT_SILU, 0, 0, rtn},
-        {"GPT-OSS shape, swiglu", 2, 2880, 2880, 3, 1, NVF_MOE_ACT_SWIGLU, 0, 0, rtn},
+        {"DeepSeek-V3 shape", 3, 7168, 2048, 2, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
+        {"GPT-OSS shape, swiglu", 2, 2880, 2880, 3, 1, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 0},
+        /* the permutation works on units of 256 slots: several units, the last one partial,
+         * every slot to expert 0 (its rows span units) and the other experts empty */
+        {"all to one, 600 slots", 8, 256, 128, 600, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0},
+        /* more experts than a warp's lanes, 1200 slots (no split K), 5 units */
+        {"40 experts, 1200 slots", 40, 256, 64, 300, 4, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
+        /* more slots per token than a warp's lanes (the finalize walks them 32 at a time) */
+        {"top-40 of 48", 48, 256, 64, 20, 40, NVF_MOE_ACT_SILU, 0, 0, rtn, 1},
+        /* expert parallelism: slots routed to other ranks' experts */
+        {"two ranks, top-1", 8, 256, 128, 37, 1, NVF_MOE_ACT_SILU, 0, 0, rtn, 1},
+        {"two ranks, top-3, 900 slots", 16, 256, 128, 300, 3, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 1},
+        {"two ranks, w4a4 split-K", 6, 1040, 192, 5, 2, NVF_MOE_ACT_SILU, 1, 0, rtn, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i]);

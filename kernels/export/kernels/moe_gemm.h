@@ -149,11 +149,6 @@ int nvf_cuda_moe_gemm_step(int64_t k, int32_t tile_rows);
 /** Weight rows one CTA of the GEMM covers for K and the tile height (128 or 256). */
 int nvf_cuda_moe_gemm_cta_rows(int64_t k, int32_t tile_rows);
 
-/** CTAs of the GEMM for K and the tile height that one SM holds at once (the occupancy
- * calculator on the current device; 1 when it cannot tell), for sizing waves. */
-int nvf_cuda_moe_gemm_residency(int64_t k, int32_t tile_rows);
-int nvf_cuda_moe_gemm_tiled_residency(int32_t tile_rows, int rep);
-
 int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                       const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k,
                       int chunks_per_split, const nvf_cuda_moe_plan *plan,
