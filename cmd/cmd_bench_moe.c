@@ -163,15 +163,17 @@ int bench_moe(nvf_backend *b, const nvf_device *dev, const bench_moe_args *a,
     cJSON_AddNumberToObject(js, "experts", (double)sh->experts);
     cJSON_AddNumberToObject(js, "local_experts", (double)s.n_local);
     cJSON_AddNumberToObject(js, "top_k", (double)sh->top_k);
+    cJSON_AddStringToObject(js, "routing", nvf_moe_route_name((nvf_moe_route)sh->router.kind));
     cJSON_AddNumberToObject(js, "ep", (double)ep);
     cJSON_AddNumberToObject(js, "runs", (double)a->runs);
     cJSON_AddNumberToObject(js, "copy_gb_per_s", copy);
     cJSON *arr = cJSON_AddArrayToObject(js, "results");
     if (!a->json) {
-        printf("bench moe: %s (H %lld, I %lld, %lld of %lld experts, top-%lld), device %s, "
-               "median of %ld runs (CUDA events)\n",
+        printf("bench moe: %s (H %lld, I %lld, %lld of %lld experts, top-%lld, %s routing), "
+               "device %s, median of %ld runs (CUDA events)\n",
                sh->name, (long long)sh->hidden, (long long)sh->inter, (long long)s.n_local,
-               (long long)sh->experts, (long long)sh->top_k, dev->name, a->runs);
+               (long long)sh->experts, (long long)sh->top_k,
+               nvf_moe_route_name((nvf_moe_route)sh->router.kind), dev->name, a->runs);
         printf("device-to-device copy: %.1f GB/s (read + write)\n", copy);
         printf("%7s %-6s %9s %9s %10s %7s %8s %9s %7s\n", "tokens", "prec", "ms", "TFLOP/s",
                "weight GB/s", "% HBM", "experts", "BF16 ms", "x BF16");
