@@ -3,8 +3,10 @@
 
 Same shapes, token counts and method as the NVFP4 bench (kernels/moe_bench.cu): random BF16
 weights of one expert-parallel rank (the first n_local experts), per run fresh random logits
-in (-4, 4) routed by softmax top-k over all experts with renormalization (outside the timed
-region), activations read from a rotating offset of a 256 MiB pool; timed with CUDA events
+in (-4, 4) routed over all experts by the shape's own router as the NVFP4 bench routes them
+(outside the timed region; route() below: DeepSeek-V3's sigmoid + correction bias in
+(-0.1, 0.1) drawn once + 8 groups keeping 4, renormalized, x 2.5; Qwen3's softmax top-k
+renormalized; GPT-OSS's top-k of the logits then softmax over the k), activations read from a rotating offset of a 256 MiB pool; timed with CUDA events
 around the block (gather by expert, FC1 grouped_mm, silu(gate) * up, FC2 grouped_mm, weighted
 combine), 3 warm-up runs, median of --runs. Writes JSON that `nvfp4tool bench moe --baseline`
 reads: {"shape", "ep", "device", "runs", "results": [{"tokens", "ms"}]}.
@@ -22,6 +24,29 @@ SHAPES = {  # hidden, intermediate, experts, top-k, default ep
     "qwen3-30b-a3b": (2048, 768, 128, 8, 1),
     "gpt-oss-120b": (2880, 2880, 128, 4, 1),
 }
+ROUTERS = {"deepseek-v3": "deepseek_v3", "qwen3-30b-a3b": "softmax_topk",
+           "gpt-oss-120b": "topk_softmax"}
+
+
+def route(router, logits, bias, top_k):
+    """ids, weights [T, top_k] of the NVFP4 bench's router (cmd/cmd_bench_moe.c, lib/moe's
+    nvf_moe_route_ref)."""
+    if router == "softmax_topk":
+        wts, ids = torch.topk(torch.softmax(logits, dim=-1), top_k, dim=-1)
+        return ids, wts / wts.sum(-1, keepdim=True)
+    if router == "topk_softmax":
+        vals, ids = torch.topk(logits, top_k, dim=-1)
+        return ids, torch.softmax(vals, dim=-1)
+    n_group, topk_group, scale = 8, 4, 2.5  # deepseek_v3
+    t, e = logits.shape
+    s = torch.sigmoid(logits)
+    sb = s + bias
+    gscore = sb.view(t, n_group, -1).topk(2, dim=-1).values.sum(-1)
+    keep = torch.zeros_like(gscore).scatter_(1, gscore.topk(topk_group, dim=-1).indices, 1.0)
+    mask = keep[:, :, None].expand(t, n_group, e // n_group).reshape(t, e)
+    ids = sb.masked_fill(mask == 0, float("-inf")).topk(top_k, dim=-1).indices
+    wts = s.gather(1, ids)
+    return ids, wts / (wts.sum(-1, keepdim=True) + 1e-20) * scale
 
 
 def block(x, ids, wts, w13, w2, n_local, inter):
@@ -63,14 +88,13 @@ def main():
     w13 = (torch.randn(n_local, 2 * inter, hidden, device=dev) * 0.02).to(torch.bfloat16)
     w2 = (torch.randn(n_local, hidden, inter, device=dev) * 0.02).to(torch.bfloat16)
     pool = torch.randn((256 << 20) // 2, device=dev).to(torch.bfloat16)
+    bias = torch.rand(experts, device=dev) * 0.2 - 0.1
     results = []
     for t in [int(v) for v in args.tokens.split(",")]:
         times, off = [], 0
         for r in range(-3, args.runs):
             logits = torch.rand(t, experts, device=dev) * 8 - 4
-            p = torch.softmax(logits, dim=-1)
-            wts, ids = torch.topk(p, top_k, dim=-1)
-            wts = wts / wts.sum(-1, keepdim=True)
+            ids, wts = route(ROUTERS[args.shape], logits, bias, top_k)
             off = (off + t * hidden + 4095) // 4096 * 4096
             if off + t * hidden > pool.numel():
                 off = 0

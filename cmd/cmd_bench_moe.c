@@ -8,6 +8,7 @@
  */
 #include "bench_moe.h"
 
+#include "nvfp4/moe.h"
 #include "nvfp4/status.h"
 
 #include <cjson/cJSON.h>
@@ -20,12 +21,14 @@ typedef struct moe_shape {
     const char *name;
     int64_t hidden, inter, experts, top_k;
     long ep_default;
+    nvf_moe_router router; /* the model's (n_experts and top_k set by the bench) */
+    int32_t random_bias;   /* a correction bias, as DeepSeek-V3 has */
 } moe_shape;
 
 static const moe_shape k_shapes[] = {
-    {"deepseek-v3", 7168, 2048, 256, 8, 8},
-    {"qwen3-30b-a3b", 2048, 768, 128, 8, 1},
-    {"gpt-oss-120b", 2880, 2880, 128, 4, 1},
+    {"deepseek-v3", 7168, 2048, 256, 8, 8, {NVF_MOE_ROUTE_DEEPSEEK_V3, 1, 0, 0, 8, 4, 2.5f}, 1},
+    {"qwen3-30b-a3b", 2048, 768, 128, 8, 1, {NVF_MOE_ROUTE_SOFTMAX_TOPK, 1, 0, 0, 1, 1, 1.0f}, 0},
+    {"gpt-oss-120b", 2880, 2880, 128, 4, 1, {NVF_MOE_ROUTE_TOPK_SOFTMAX, 0, 0, 0, 1, 1, 1.0f}, 0},
 };
 
 #define MAX_TOKENS 32
@@ -138,7 +141,8 @@ int bench_moe(nvf_backend *b, const nvf_device *dev, const bench_moe_args *a,
             return cli_fail(spec->name, lb);
     }
     const volatile sig_atomic_t *stop = cli_catch_stop_signals();
-    nvf_moe_bench_shape s = {sh->hidden, sh->inter, sh->experts, sh->experts / ep, sh->top_k};
+    nvf_moe_bench_shape s = {sh->hidden, sh->inter,  sh->experts,    sh->experts / ep,
+                             sh->top_k,  sh->router, sh->random_bias};
     nvf_moe_bench_result r16[MAX_TOKENS], r4[MAX_TOKENS];
     int rc = EXIT_OK, st = 0;
     if (do16)
@@ -159,15 +163,17 @@ int bench_moe(nvf_backend *b, const nvf_device *dev, const bench_moe_args *a,
     cJSON_AddNumberToObject(js, "experts", (double)sh->experts);
     cJSON_AddNumberToObject(js, "local_experts", (double)s.n_local);
     cJSON_AddNumberToObject(js, "top_k", (double)sh->top_k);
+    cJSON_AddStringToObject(js, "routing", nvf_moe_route_name((nvf_moe_route)sh->router.kind));
     cJSON_AddNumberToObject(js, "ep", (double)ep);
     cJSON_AddNumberToObject(js, "runs", (double)a->runs);
     cJSON_AddNumberToObject(js, "copy_gb_per_s", copy);
     cJSON *arr = cJSON_AddArrayToObject(js, "results");
     if (!a->json) {
-        printf("bench moe: %s (H %lld, I %lld, %lld of %lld experts, top-%lld), device %s, "
-               "median of %ld runs (CUDA events)\n",
+        printf("bench moe: %s (H %lld, I %lld, %lld of %lld experts, top-%lld, %s routing), "
+               "device %s, median of %ld runs (CUDA events)\n",
                sh->name, (long long)sh->hidden, (long long)sh->inter, (long long)s.n_local,
-               (long long)sh->experts, (long long)sh->top_k, dev->name, a->runs);
+               (long long)sh->experts, (long long)sh->top_k,
+               nvf_moe_route_name((nvf_moe_route)sh->router.kind), dev->name, a->runs);
         printf("device-to-device copy: %.1f GB/s (read + write)\n", copy);
         printf("%7s %-6s %9s %9s %10s %7s %8s %9s %7s\n", "tokens", "prec", "ms", "TFLOP/s",
                "weight GB/s", "% HBM", "experts", "BF16 ms", "x BF16");

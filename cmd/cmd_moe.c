@@ -56,8 +56,9 @@ static const cli_spec k_spec = {
         "--per-token-activations). An NVFP4 checkpoint runs as stored (bf16 means w4a16).\n"
         "Shared experts, router and gates always run as stored, their inputs unquantized.\n"
         "Device: cpu or auto run the CPU reference; cuda[:N] runs the routed experts on the\n"
-        "GPU kernels from the prepared layout (built in memory from the layer's NVFP4 values;\n"
-        "router, routing and shared experts stay on the CPU). The GPU takes NVFP4 experts\n"
+        "GPU kernels from the prepared layout (built in memory from the layer's NVFP4 values)\n"
+        "and routes on the GPU (the same ids and weights); router logits and shared experts\n"
+        "stay on the CPU. The GPU takes NVFP4 experts\n"
         "(an NVFP4 checkpoint, or --precision w4a16/w4a4) and, for w4a4, the checkpoint's\n"
         "input scales (no dynamic or per-token activation scales): else exit 1.\n"
         "An input whose H differs from the layer's, or a layer that is not MoE, is exit 2.\n",

@@ -1,10 +1,10 @@
 /*
  * The MoE block on the GPU around the grouped GEMM (kernels/moe_gemm.h steps 2, 4 and 6, and
- * the orchestration of a run): routing, W4A4 input quantization, the FC1 epilogue (alpha, gated
+ * the orchestration of a run): W4A4 input quantization, the FC1 epilogue (alpha, gated
  * activation, BF16, W4A4 quantization of the FC2 input) and the finalize; the permutation (step
- * 1) is kernels/moe_perm.cu. Everything is deterministic: the permutation is an ordered
- * compaction (no atomics decide an order), split-K partials are summed in split order and the
- * finalize sums a token's slots in selection order.
+ * 1) is kernels/moe_perm.cu, routing kernels/moe_route.cu. Everything is deterministic: the
+ * permutation is an ordered compaction (no atomics decide an order), split-K partials are summed
+ * in split order and the finalize sums a token's slots in selection order.
  */
 #include "kernels/moe_gemm.h"
 
@@ -291,39 +291,6 @@ __global__ void finalize_kernel(float *y, const float *ws, int64_t split_stride,
     }
 }
 
-/* Softmax top-k, one thread per token (nvf_moe_route_ref's softmax_topk). */
-__global__ void route_kernel(int32_t *ids, float *weights, const float *logits, int64_t t,
-                             int64_t n_experts, int64_t top_k, int renormalize) {
-    int64_t tok = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (tok >= t)
-        return;
-    const float *l = logits + tok * n_experts;
-    float mx = l[0];
-    for (int64_t e = 1; e < n_experts; e++)
-        mx = l[e] > mx ? l[e] : mx;
-    float sum = 0.0f;
-    for (int64_t e = 0; e < n_experts; e++)
-        sum = sum + expf(l[e] - mx);
-    float sel = 0.0f;
-    for (int64_t j = 0; j < top_k; j++) {
-        /* the j-th largest: the largest below the previous pick in (value, -id) order */
-        int64_t best = -1;
-        for (int64_t e = 0; e < n_experts; e++) {
-            bool taken = false;
-            for (int64_t i = 0; i < j; i++)
-                taken = taken || ids[tok * top_k + i] == e;
-            if (!taken && (best < 0 || l[e] > l[best]))
-                best = e;
-        }
-        ids[tok * top_k + j] = (int32_t)best;
-        weights[tok * top_k + j] = expf(l[best] - mx) / sum;
-        sel = sel + weights[tok * top_k + j];
-    }
-    if (renormalize)
-        for (int64_t j = 0; j < top_k; j++)
-            weights[tok * top_k + j] = weights[tok * top_k + j] / sel;
-}
-
 /* ---- launchers --------------------------------------------------------------------------- */
 
 struct nvf_cuda_moe {
@@ -541,17 +508,6 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
             NVF_CUDA_TRY(cudaGetLastError());
         }
     }
-done:
-    return rc;
-}
-
-extern "C" int nvf_cuda_moe_route(int32_t *ids, float *weights, const float *logits, int64_t t,
-                                  int64_t n_experts, int64_t top_k, int renormalize,
-                                  struct CUstream_st *stream) {
-    int rc = 0;
-    route_kernel<<<(unsigned)((t + 127) / 128), 128, 0, stream>>>(ids, weights, logits, t,
-                                                                  n_experts, top_k, renormalize);
-    NVF_CUDA_TRY(cudaGetLastError());
 done:
     return rc;
 }

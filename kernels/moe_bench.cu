@@ -2,10 +2,11 @@
  * `bench moe` on the GPU (kernels/moe_gemm.h nvf_cuda_moe_bench): a synthetic layer in the
  * prepared layout generated on the device (random E2M1 codes, E4M3 scales between 2^-3 and
  * 2^-1, alpha 2^-4), random BF16 activations in a 256 MiB pool read from a rotating offset, and
- * per run fresh random logits routed by softmax top-k over all the experts (the rank's experts
- * are the first n_local; slots routed elsewhere are another rank's). Only the block itself
- * (kernels/moe.cu nvf_cuda_moe_run) is inside the CUDA events; logits and routing are made
- * before the first event.
+ * per run fresh random logits in (-4, 4) routed over all the experts by the shape's router
+ * (kernels/moe_route.cu; DeepSeek-V3's with a random correction bias in (-0.1, 0.1) drawn once
+ * per call), the rank's experts the first n_local (slots routed elsewhere are another rank's).
+ * Only the block itself (kernels/moe.cu nvf_cuda_moe_run) is inside the CUDA events; logits and
+ * routing are made before the first event.
  */
 #include "kernels/moe_gemm.h"
 
@@ -35,7 +36,7 @@ __device__ __forceinline__ uint32_t mix(uint64_t x) {
 }
 
 /* kind 0: random bytes; 1: E4M3 scale bytes 0x28..0x37 (2^-3 .. < 2^-1); 2: BF16 in (-4, 4);
- * 3: f32 logits in (-4, 4) */
+ * 3: f32 logits in (-4, 4); 4: f32 correction bias in (-0.1, 0.1) */
 __global__ void fill_kernel(void *p, size_t n, uint64_t seed, int kind) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -47,8 +48,10 @@ __global__ void fill_kernel(void *p, size_t n, uint64_t seed, int kind) {
             ((uint8_t *)p)[i] = (uint8_t)(0x28u + (r & 15u));
         else if (kind == 2)
             ((uint16_t *)p)[i] = (uint16_t)(__float_as_uint(f) >> 16);
-        else
+        else if (kind == 3)
             ((float *)p)[i] = f;
+        else
+            ((float *)p)[i] = f * 0.025f;
     }
 }
 
@@ -111,7 +114,7 @@ extern "C" int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out,
     size_t s2_b = (size_t)(E * nvf_layout_bytes(NVF_LAYOUT_128X4, H, I / 16));
     double expert_bytes = (double)(w13_b + w2_b + s13_b + s2_b) / (double)E;
     uint8_t *w13 = NULL, *w2 = NULL, *s13 = NULL, *s2 = NULL;
-    float *alpha = NULL, *in_scale = NULL, *logits = NULL, *wts = NULL, *y = NULL;
+    float *alpha = NULL, *in_scale = NULL, *logits = NULL, *bias = NULL, *wts = NULL, *y = NULL;
     uint16_t *pool = NULL;
     int32_t *ids = NULL, *h_ids = NULL;
     float *times = NULL;
@@ -121,6 +124,9 @@ extern "C" int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out,
     double copy_gbps = 0;
     nvf_cuda_moe_layer L;
     nvf_cuda_moe_act act;
+    nvf_cuda_moe_router router = sh->router;
+    router.n_experts = Et;
+    router.top_k = k;
     memset(&L, 0, sizeof L);
     memset(&act, 0, sizeof act);
     if (E <= 0 || Et < E || k <= 0 || k > Et || max_t <= 0 || runs <= 0)
@@ -145,13 +151,14 @@ extern "C" int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out,
         (rc = nvf_cuda_alloc((void **)&in_scale, (size_t)(E + 1) * 4, "bench input scales")) ||
         (rc = nvf_cuda_alloc((void **)&pool, POOL_BYTES, "bench activations")) ||
         (rc = nvf_cuda_alloc((void **)&logits, (size_t)(max_t * Et) * 4, "bench logits")) ||
+        (rc = nvf_cuda_alloc((void **)&bias, (size_t)Et * 4, "bench correction bias")) ||
         (rc = nvf_cuda_alloc((void **)&ids, (size_t)(max_t * k) * 4, "bench ids")) ||
         (rc = nvf_cuda_alloc((void **)&wts, (size_t)(max_t * k) * 4, "bench weights")) ||
         (rc = nvf_cuda_alloc((void **)&y, (size_t)(max_t * H) * 4, "bench output")))
         goto done;
     if ((rc = fill(w13, w13_b, 1, 0, st)) || (rc = fill(w2, w2_b, 2, 0, st)) ||
         (rc = fill(s13, s13_b, 3, 1, st)) || (rc = fill(s2, s2_b, 4, 1, st)) ||
-        (rc = fill(pool, POOL_BYTES / 2, 5, 2, st)))
+        (rc = fill(pool, POOL_BYTES / 2, 5, 2, st)) || (rc = fill(bias, (size_t)Et, 6, 4, st)))
         goto done;
     /* alpha 2^-4 keeps FC1's output in range; input scale 4 / (448 * 6): amax 4 */
     const_kernel<<<64, 256, 0, st>>>(alpha, (size_t)(2 * E + 1), 0.0625f);
@@ -182,7 +189,8 @@ extern "C" int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out,
                 goto done;
             }
             if ((rc = fill(logits, (size_t)(t * Et), 1000 + (uint64_t)(r + WARMUP), 3, st)) ||
-                (rc = nvf_cuda_moe_route(ids, wts, logits, t, Et, k, 1, st)))
+                (rc = nvf_cuda_moe_route_spec(ids, wts, logits, sh->random_bias ? bias : NULL, t,
+                                              &router, st)))
                 goto done;
             off = (off + x_elems + 4095) / 4096 * 4096;
             if (off + x_elems > pool_elems)
@@ -224,6 +232,7 @@ done:
     nvf_cuda_free(in_scale);
     nvf_cuda_free(pool);
     nvf_cuda_free(logits);
+    nvf_cuda_free(bias);
     nvf_cuda_free(ids);
     nvf_cuda_free(wts);
     nvf_cuda_free(y);

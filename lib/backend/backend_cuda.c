@@ -7,6 +7,7 @@
 #ifdef NVFP4_HAVE_CUDA
 
 #include "kernels/moe_gemm.h"
+#include "kernels/moe_route.h"
 #include "kernels/quant_pipeline.h"
 #include "kernels/scale_layout.h"
 
@@ -81,6 +82,19 @@ static int cuda_layout(nvf_backend *b, uint8_t *dst, nvf_layout to, const uint8_
     return nvf_cuda_layout_host(((cuda_state *)b->state)->l, dst, to, src, from, rows, kcols, n);
 }
 
+static nvf_cuda_moe_router cuda_router(const nvf_moe_router *r) {
+    nvf_cuda_moe_router c = {
+        r->kind,       r->renormalize,          r->n_experts, r->top_k, r->n_group,
+        r->topk_group, r->routed_scaling_factor};
+    return c;
+}
+
+static int cuda_moe_route(nvf_backend *b, int32_t *ids, float *weights, const float *logits,
+                          const float *bias, int64_t t, const nvf_moe_router *r) {
+    nvf_cuda_moe_router c = cuda_router(r);
+    return nvf_cuda_moe_route_host(ids, weights, logits, bias, t, &c, b->device.index);
+}
+
 static int cuda_moe(nvf_backend *b, float *y, const uint16_t *x, int64_t t, const int32_t *ids,
                     const float *weights, int64_t top_k, int64_t expert0, const nvf_moe_prepared *w,
                     const nvf_moe_act_params *act, const nvf_quant_params *q) {
@@ -106,8 +120,9 @@ static int cuda_moe(nvf_backend *b, float *y, const uint16_t *x, int64_t t, cons
 static int cuda_bench_moe(nvf_backend *b, nvf_moe_bench_result *out,
                           const nvf_moe_bench_shape *shape, const int64_t *tokens, size_t n,
                           int w4a4, int runs, const volatile sig_atomic_t *stop) {
-    nvf_cuda_moe_bench_shape s = {shape->hidden, shape->inter, shape->n_experts_total,
-                                  shape->n_local, shape->top_k};
+    nvf_cuda_moe_bench_shape s = {shape->hidden,     shape->inter, shape->n_experts_total,
+                                  shape->n_local,    shape->top_k, cuda_router(&shape->router),
+                                  shape->random_bias};
     nvf_cuda_moe_bench_result *r = calloc(n ? n : 1, sizeof *r);
     if (!r)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the bench results");
@@ -145,6 +160,7 @@ const nvf_backend_ops nvf_backend_cuda_ops = {
     .dequant_bf16 = cuda_dequant_bf16,
     .layout = cuda_layout,
     .bench_quant = cuda_bench_quant,
+    .moe_route = cuda_moe_route,
     .moe = cuda_moe,
     .bench_moe = cuda_bench_moe,
     .config_count = cuda_config_count,

@@ -29,6 +29,9 @@ typedef struct nvf_backend_ops {
     int (*bench_quant)(nvf_backend *b, double *out_s, nvf_dtype dtype, int64_t rows, int64_t cols,
                        const nvf_quant_params *p, nvf_backend_bench_pass pass, int runs,
                        const volatile sig_atomic_t *stop);
+    /* NULL: no MoE routing (arguments checked by nvf_backend_moe_route, t > 0) */
+    int (*moe_route)(nvf_backend *b, int32_t *ids, float *weights, const float *logits,
+                     const float *bias, int64_t t, const nvf_moe_router *r);
     /* NULL: no MoE kernels (arguments checked by nvf_backend_moe) */
     int (*moe)(nvf_backend *b, float *y, const uint16_t *x, int64_t t, const int32_t *ids,
                const float *weights, int64_t top_k, int64_t expert0, const nvf_moe_prepared *w,

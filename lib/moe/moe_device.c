@@ -1,9 +1,10 @@
 /*
  * The MoE block with its routed experts on a backend's MoE kernels (moe_weights.h
  * moe_forward_device; `nvfp4tool moe --device cuda`). lib/moe sits above lib/backend: the CPU
- * reference stays here (moe_forward.c) and the device computes only the routed experts, so the
- * router, the routing and the shared experts are the reference's own and the kernels see
- * exactly what the reference's experts see.
+ * reference stays here (moe_forward.c) and the device computes the routing (nvf_backend_moe_route,
+ * the reference's ids and weights bit for bit) and the routed experts; the router logits and
+ * the shared experts are the reference's own, so the kernels see exactly what the reference's
+ * experts see.
  *
  * The kernels read the prepared layout (SPEC section 5), built here for the whole layer from
  * the provider's matrices: each 16-value block of exact NVFP4 values (e2m1 x e4m3 products) is
@@ -213,7 +214,7 @@ int moe_forward_device(float *y, const float *x, int64_t t, int64_t hidden,
     }
     int gated = 1;
     if (rc == NVF_OK)
-        rc = nvf_moe_route_layer(ids, wts, x, t, hidden, spec, w);
+        rc = moe_route_layer(ids, wts, x, t, hidden, spec, w, o->backend);
     /* a prepared checkpoint in the kernels' own layout and precision: its bytes as stored (what
      * proves the layout, SPEC section 7); else a 128x4 layout built from the layer's values */
     nvf_moe_prepared raw;

@@ -283,8 +283,19 @@ int nvf_moe_forward_ref(float *y, const float *x, int64_t t, int64_t hidden,
     return rc;
 }
 
-int nvf_moe_route_layer(int32_t *ids, float *weights, const float *x, int64_t t, int64_t hidden,
-                        const nvf_moe_spec *spec, nvf_moe_weights *w) {
+nvf_moe_router moe_router_of(const nvf_moe_spec *spec) {
+    nvf_moe_router r = {(int32_t)spec->route,
+                        spec->renormalize ? 1 : 0,
+                        spec->n_experts,
+                        spec->top_k,
+                        spec->n_group,
+                        spec->topk_group,
+                        spec->routed_scaling_factor};
+    return r;
+}
+
+int moe_route_layer(int32_t *ids, float *weights, const float *x, int64_t t, int64_t hidden,
+                    const nvf_moe_spec *spec, nvf_moe_weights *w, nvf_backend *b) {
     if (hidden != w->hidden || spec->n_experts != w->n_experts)
         return nvf_error_set(NVF_E_SHAPE,
                              "activations of hidden size %" PRId64 " and %" PRId64
@@ -298,11 +309,18 @@ int nvf_moe_route_layer(int32_t *ids, float *weights, const float *x, int64_t t,
         rc = moe_router_logits(logits, x, t, hidden, n_e, w);
     if (rc == NVF_OK && bias)
         rc = nvf_moe_weights_bias(w, bias);
+    nvf_moe_router r = moe_router_of(spec);
     if (rc == NVF_OK)
-        rc = nvf_moe_route_ref(ids, weights, logits, bias, t, spec);
+        rc = b ? nvf_backend_moe_route(b, ids, weights, logits, bias, t, &r)
+               : nvf_moe_route_ref(ids, weights, logits, bias, t, spec);
     free(logits);
     free(bias);
     return rc;
+}
+
+int nvf_moe_route_layer(int32_t *ids, float *weights, const float *x, int64_t t, int64_t hidden,
+                        const nvf_moe_spec *spec, nvf_moe_weights *w) {
+    return moe_route_layer(ids, weights, x, t, hidden, spec, w, NULL);
 }
 
 int nvf_moe_expert_ref(float *y, const float *x, int64_t rows, int64_t hidden,

@@ -7,6 +7,7 @@
 #ifndef NVFP4_MOE_WEIGHTS_H
 #define NVFP4_MOE_WEIGHTS_H
 
+#include "nvfp4/backend.h"
 #include "nvfp4/moe.h"
 
 struct nvf_moe_prepared; /* nvfp4/backend.h */
@@ -65,15 +66,27 @@ float moe_scalar_at(const nvf_st_tensor *t, uint64_t i);
 int moe_router_logits(float *logits, const float *x, int64_t t, int64_t n_h, int64_t n_e,
                       nvf_moe_weights *w);
 
+/** The router of `spec` as the backend takes it (moe_forward.c). */
+nvf_moe_router moe_router_of(const nvf_moe_spec *spec);
+
+/**
+ * nvf_moe_route_layer with the routing (not the router logits, which stay the CPU's f32 loop)
+ * on backend `b` (nvf_backend_moe_route); b NULL: nvf_moe_route_ref (moe_forward.c).
+ * @return as nvf_moe_route_layer; as nvf_backend_moe_route.
+ */
+int moe_route_layer(int32_t *ids, float *weights, const float *x, int64_t t, int64_t hidden,
+                    const nvf_moe_spec *spec, nvf_moe_weights *w, struct nvf_backend *b);
+
 /** y += the shared experts' output on every token (times the shared gate when `gated`), their
  * inputs unquantized (moe_forward.c). */
 int moe_run_shared(float *y, const float *x, int64_t t, int64_t n_h, const nvf_moe_spec *spec,
                    nvf_moe_weights *w, const nvf_moe_opts *o, float x_amax, int gated);
 
 /**
- * The block with the routed experts on `b`'s MoE kernels (moe_device.c): router and routing
- * on the CPU (nvf_moe_route_ref), every routed expert re-encoded from its exact NVFP4 values into
- * the prepared layout (SPEC section 5) and run by nvf_backend_moe, shared experts on the CPU.
+ * The block with the routed experts on `b`'s MoE kernels (moe_device.c): router logits on the
+ * CPU, routing on the device (moe_route_layer), every routed expert re-encoded from its exact NVFP4
+ * values into the prepared layout (SPEC section 5) and run by nvf_backend_moe, shared experts on
+ * the CPU.
  * @return as nvf_moe_forward_ref; NVF_E_UNSUPPORTED (a layer that is not NVFP4, gate and up of
  * different alpha, W4A4 without input scales or with per-token scales).
  */

@@ -24,6 +24,7 @@
 #ifndef NVFP4_KERNELS_MOE_GEMM_H
 #define NVFP4_KERNELS_MOE_GEMM_H
 
+#include "kernels/moe_route.h"
 #include "nvfp4/quant_types.h"
 
 #include <signal.h>
@@ -83,16 +84,6 @@ void nvf_cuda_moe_free(nvf_cuda_moe *m);
 int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, int64_t t, const int32_t *ids,
                      const float *weights, int64_t expert0, const nvf_cuda_moe_act *act,
                      const nvf_quant_params *q, struct CUstream_st *stream);
-
-/**
- * Queue softmax top-k routing of logits [t, n_experts] f32 into ids and weights [t, top_k]
- * (selection order: descending probability, ties to the lower id; renormalized over the
- * selection when `renormalize`), one thread per token.
- * @return 0 or NVF_E_CUDA.
- */
-int nvf_cuda_moe_route(int32_t *ids, float *weights, const float *logits, int64_t t,
-                       int64_t n_experts, int64_t top_k, int renormalize,
-                       struct CUstream_st *stream);
 
 /**
  * The whole block on host memory (kernels/moe_host.cu): `layer` holds host pointers; everything
@@ -159,6 +150,10 @@ int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint16_t *a, int
 /** A synthetic layer to time. */
 typedef struct nvf_cuda_moe_bench_shape {
     int64_t hidden, inter, n_experts_total, n_local, top_k;
+    /* the model's router (its n_experts and top_k are n_experts_total and top_k, set by the
+     * bench); with random_bias a correction bias uniform in (-0.1, 0.1), drawn once per call */
+    nvf_cuda_moe_router router;
+    int32_t random_bias;
 } nvf_cuda_moe_bench_shape;
 
 /** One row of `bench moe`. */
@@ -172,11 +167,11 @@ typedef struct nvf_cuda_moe_bench_result {
 
 /**
  * Time the block on random weights in the prepared layout generated on the device, with
- * `tokens` tokens, silu, W4A16 or W4A4 (RTN): fresh random logits and softmax top-k routing
- * every run (outside the timed region), activation buffers rotated over more than 128 MiB,
- * CUDA events around the block, 3 warm-up runs and the median of `runs`. `stop` may be NULL.
- * The copy bandwidth is timed on a 1 GiB device copy once per call. Runs on CUDA device
- * `device`.
+ * `tokens` tokens, silu, W4A16 or W4A4 (RTN): fresh random logits in (-4, 4) every run routed
+ * by the shape's router (nvf_cuda_moe_route_spec, outside the timed region), activation buffers
+ * rotated over more than 128 MiB, CUDA events around the block, 3 warm-up runs and the median of
+ * `runs`. `stop` may be NULL. The copy bandwidth is timed on a 1 GiB device copy once per call.
+ * Runs on CUDA device `device`.
  * @return 0, NVF_E_INTERRUPTED, NVF_E_CUDA, NVF_E_NOMEM, NVF_E_DEVICE.
  */
 int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out, const nvf_cuda_moe_bench_shape *shape,

@@ -5,7 +5,7 @@
  * exists for every operation, and the CUDA backend produces the same bytes (tests/gpu compares
  * them). A backend that lacks an operation answers NVF_E_UNSUPPORTED for it.
  *
- * Operations (a later issue adds `moe_gemm`):
+ * Operations (plus MoE routing and the MoE block, at the end):
  *   1. amax: maximum magnitude of a source (after FP8-block dequantization);
  *   2. quantize: NVFP4 codes and block scales of a source with a given group scale
  *      (nvf_quant_group_scale: FlashInfer's global scale, or ModelOpt's sf2);
@@ -128,9 +128,35 @@ int nvf_backend_bench_quant(nvf_backend *b, double *out_s, nvf_dtype dtype, int6
                             int64_t cols, const nvf_quant_params *p, nvf_backend_bench_pass pass,
                             int runs, const volatile sig_atomic_t *stop);
 
-/* MoE (SPEC section 7). The CPU twin of `moe` is lib/moe's nvf_moe_forward_ref on the same
- * NVFP4 values in the linear layout: lib/moe sits above the backend and keeps its reference,
- * the backend computes only on a device (the CPU backend leaves `moe` empty). */
+/* MoE (SPEC section 7). The CPU twins of `moe_route` and `moe` are lib/moe's nvf_moe_route_ref
+ * and nvf_moe_forward_ref (on the same NVFP4 values in the linear layout): lib/moe sits above
+ * the backend and keeps its reference, the backend computes only on a device (the CPU backend
+ * leaves both empty, and lib/moe calls its reference where there is no device). */
+
+/** A router: the routing fields of nvf_moe_spec (nvfp4/moe.h). */
+typedef struct nvf_moe_router {
+    int32_t kind; /* an nvf_moe_route value (softmax_topk, sigmoid_topk, deepseek_v3,
+                     topk_softmax) */
+    int32_t renormalize;
+    int64_t n_experts, top_k;
+    int64_t n_group, topk_group; /* deepseek_v3; n_group <= 1: no group limit */
+    float routed_scaling_factor; /* 1: none */
+} nvf_moe_router;
+
+/**
+ * Route `t` tokens of logits [t, n_experts] f32 with correction bias `bias` [n_experts] (NULL:
+ * none) into ids and weights [t, top_k], host memory: nvf_moe_route_ref's result (nvfp4/moe.h:
+ * selection order, ties to the lower id, NaN never chosen, -1 / 0 where too few are left). The
+ * CUDA backend computes it bit for bit as the reference does (kernels/export/kernels/
+ * moe_route.h says where a libm other than glibc's could differ by an ulp). The arguments are
+ * checked before the backend is asked.
+ * @return 0; NVF_E_INVALID (a kind outside nvf_moe_route, t < 0, top_k outside [1, n_experts],
+ * groups that do not divide the experts or cannot give top_k; the CUDA backend also refuses
+ * more than about 6000 experts); NVF_E_UNSUPPORTED (the CPU: call nvf_moe_route_ref);
+ * NVF_E_CUDA.
+ */
+int nvf_backend_moe_route(nvf_backend *b, int32_t *ids, float *weights, const float *logits,
+                          const float *bias, int64_t t, const nvf_moe_router *r);
 
 /** One MoE layer's routed experts in the prepared layout (SPEC section 5), host memory. */
 typedef struct nvf_moe_prepared {
@@ -170,6 +196,10 @@ int nvf_backend_moe(nvf_backend *b, float *y, const uint16_t *x, int64_t t, cons
 /** A synthetic MoE layer for nvf_backend_bench_moe. */
 typedef struct nvf_moe_bench_shape {
     int64_t hidden, inter, n_experts_total, n_local, top_k;
+    /* the model's router (n_experts and top_k are n_experts_total and top_k, set by the bench);
+     * with random_bias a correction bias uniform in (-0.1, 0.1), drawn once per call */
+    nvf_moe_router router;
+    int32_t random_bias;
 } nvf_moe_bench_shape;
 
 /** One token count of nvf_backend_bench_moe. */
@@ -183,7 +213,8 @@ typedef struct nvf_moe_bench_result {
 
 /**
  * Time the block (W4A16, or W4A4 with `w4a4`) on random prepared weights of `shape` for each of
- * the `n` token counts into out[n]: fresh softmax top-k routing of random logits per run,
+ * the `n` token counts into out[n]: fresh random logits in (-4, 4) per run routed by
+ * shape->router (on the device, outside the timed region),
  * activations rotated through 256 MiB, CUDA events, 3 warm-up runs, median of `runs`.
  * @return 0; NVF_E_UNSUPPORTED (the CPU); NVF_E_INTERRUPTED; NVF_E_CUDA; NVF_E_NOMEM.
  */

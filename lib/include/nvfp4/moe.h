@@ -213,7 +213,8 @@ int nvf_moe_forward_ref(float *y, const float *x, int64_t t, int64_t hidden,
 
 /**
  * nvf_moe_forward_ref, or with o->backend the routed experts on its MoE kernels from the prepared
- * layout (the router, routing and shared experts stay the CPU reference's): then
+ * layout and the routing on it (nvf_backend_moe_route, the reference's ids and weights; the
+ * router logits and shared experts stay the CPU reference's): then
  * NVF_E_UNSUPPORTED for a layer that is not NVFP4 at o->precision, W4A4 without the
  * checkpoint's input scales, or per-token W4A4.
  */
@@ -252,7 +253,7 @@ int nvf_moe_expert_ref(float *y, const float *x, int64_t rows, int64_t hidden,
  * "x"; BF16 or F32 [T, H]), run layer `layer`, write `out_path` with one tensor "y" F32 [T, H]
  * and metadata {layer, precision, checkpoint_format, tokens} atomically (tmp + rename); what
  * ran into *info (NULL: not wanted). With o->backend, the routed experts run on its MoE
- * kernels from the prepared layout (router, routing and shared experts stay the CPU
+ * kernels from the prepared layout, routed on it (router logits and shared experts stay the CPU
  * reference's): NVF_E_UNSUPPORTED for a layer that is not NVFP4 after `precision`, W4A4
  * without the checkpoint's input scales, or per-token W4A4.
  * @return 0; NVF_E_INVALID (no such MoE layer, listing the MoE layers); NVF_E_SHAPE (x's
