@@ -301,7 +301,28 @@ struct nvf_cuda_moe {
     uint16_t *xq, *h;
     float *ws;
     int64_t ws_floats;
+    /* NVFP4_MOE_STAGE_EVENTS: an event before the run and after each step (nvf_cuda_moe_stage_ms)
+     */
+    cudaEvent_t ev[NVF_CUDA_MOE_STAGES + 1];
+    int stage_events;
 };
+
+/* Record stage event i when they are on. */
+static void stage_mark(nvf_cuda_moe *m, int i, cudaStream_t stream) {
+    if (m->stage_events)
+        (void)cudaEventRecord(m->ev[i], stream);
+}
+
+extern "C" int nvf_cuda_moe_stage_ms(nvf_cuda_moe *m, float *ms) {
+    if (!m->stage_events)
+        return nvf_error_set(NVF_E_INVALID, "MoE stage events are off (NVFP4_MOE_STAGE_EVENTS)");
+    int rc = 0;
+    NVF_CUDA_TRY(cudaEventSynchronize(m->ev[NVF_CUDA_MOE_STAGES]));
+    for (int i = 0; i < NVF_CUDA_MOE_STAGES; i++)
+        NVF_CUDA_TRY(cudaEventElapsedTime(&ms[i], m->ev[i], m->ev[i + 1]));
+done:
+    return rc;
+}
 
 #define MAX_SPLITS  16
 #define SPLIT_SLOTS 1024
@@ -317,6 +338,8 @@ extern "C" void nvf_cuda_moe_free(nvf_cuda_moe *m) {
     nvf_cuda_free(m->xq);
     nvf_cuda_free(m->h);
     nvf_cuda_free(m->ws);
+    for (int i = 0; m->stage_events && i <= NVF_CUDA_MOE_STAGES; i++)
+        cudaEventDestroy(m->ev[i]);
     free(m);
 }
 
@@ -361,6 +384,11 @@ extern "C" int nvf_cuda_moe_create(nvf_cuda_moe **out, const nvf_cuda_moe_layer 
     if (layer->w13_input_scale &&
         (rc = nvf_cuda_alloc((void **)&m->xq, (size_t)(slots * H) * 2, "MoE FC1 input")))
         goto done;
+    if (rc == 0 && getenv("NVFP4_MOE_STAGE_EVENTS")) {
+        for (int i = 0; i <= NVF_CUDA_MOE_STAGES; i++)
+            NVF_CUDA_TRY(cudaEventCreate(&m->ev[i]));
+        m->stage_events = 1;
+    }
 done:
     if (rc != 0)
         nvf_cuda_moe_free(m);
@@ -469,25 +497,31 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
         int grid = m->sms * 8;
         const uint16_t *a1 = L->w13_input_scale ? m->xq : x;
 
+        stage_mark(m, 0, stream);
         if ((rc = moe_perm_launch(m->offsets, m->perm, m->row_of, m->tile_info, m->perm_scratch,
                                   ids, slots, expert0, E, tile_rows, max_tiles, stream)))
             goto done;
+        stage_mark(m, 1, stream);
         if (L->w13_input_scale) {
             gather_quant_kernel<<<grid, 128, 0, stream>>>(m->xq, x, m->perm, m->offsets, E, k, H,
                                                           L->w13_input_scale, qp);
             NVF_CUDA_TRY(cudaGetLastError());
         }
+        stage_mark(m, 2, stream);
         rc = nvf_cuda_moe_gemm(m->ws, stride1, a1, L->w13_input_scale ? 0 : 1, L->w13, L->w13_sf,
                                n1, H, cps1, &plan, stream);
         if (rc)
             goto done;
+        stage_mark(m, 3, stream);
         fc1_epilogue_kernel<<<2 * grid, 128, 0, stream>>>(m->h, m->ws, stride1, s1, m->offsets, E,
                                                           I, L->gated, L->w13_alpha, *act,
                                                           L->fc2_input_scale, qp);
         NVF_CUDA_TRY(cudaGetLastError());
+        stage_mark(m, 4, stream);
         rc = nvf_cuda_moe_gemm(m->ws, stride2, m->h, 0, L->w2, L->w2_sf, H, I, cps2, &plan, stream);
         if (rc)
             goto done;
+        stage_mark(m, 5, stream);
         {
             /* 16-byte columns where y allows (H % 16 == 0 by nvf_cuda_moe_create; ws is ours);
              * FIN_UNROLL column groups per thread unless that leaves fewer than 4 CTAs per SM */
@@ -507,6 +541,7 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
                     y, m->ws, stride2, s2, m->row_of, ids, weights, k, H, expert0, L->w2_alpha);
             NVF_CUDA_TRY(cudaGetLastError());
         }
+        stage_mark(m, 6, stream);
     }
 done:
     return rc;

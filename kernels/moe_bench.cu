@@ -17,6 +17,8 @@
 
 #include <cuda_runtime.h>
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,7 +119,7 @@ extern "C" int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out,
     float *alpha = NULL, *in_scale = NULL, *logits = NULL, *bias = NULL, *wts = NULL, *y = NULL;
     uint16_t *pool = NULL;
     int32_t *ids = NULL, *h_ids = NULL;
-    float *times = NULL;
+    float *times = NULL, *stages = NULL, *times_copy = NULL;
     nvf_cuda_moe *m = NULL;
     cudaStream_t st = NULL;
     cudaEvent_t ev0 = NULL, ev1 = NULL;
@@ -132,6 +134,14 @@ extern "C" int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out,
     if (E <= 0 || Et < E || k <= 0 || k > Et || max_t <= 0 || runs <= 0)
         return nvf_error_set(NVF_E_INVALID, "bench moe: a shape or token count out of range");
     times = (float *)malloc((size_t)runs * sizeof *times);
+    if (getenv("NVFP4_MOE_STAGE_EVENTS")) {
+        stages = (float *)malloc((size_t)runs * NVF_CUDA_MOE_STAGES * sizeof *stages);
+        times_copy = (float *)malloc((size_t)runs * sizeof *times_copy);
+        if (!stages || !times_copy) {
+            rc = nvf_error_set(NVF_E_NOMEM, "no memory for the bench");
+            goto done;
+        }
+    }
     h_ids = (int32_t *)malloc((size_t)(max_t * k) * sizeof *h_ids);
     if (!times || !h_ids) {
         rc = nvf_error_set(NVF_E_NOMEM, "no memory for the bench");
@@ -204,6 +214,10 @@ extern "C" int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out,
             if (r < 0)
                 continue;
             NVF_CUDA_TRY(cudaEventElapsedTime(&times[r], ev0, ev1));
+            if (stages && (rc = nvf_cuda_moe_stage_ms(m, &stages[(size_t)r * NVF_CUDA_MOE_STAGES])))
+                goto done;
+            if (stages)
+                times_copy[r] = times[r];
             NVF_CUDA_TRY(cudaMemcpy(h_ids, ids, (size_t)(t * k) * 4, cudaMemcpyDeviceToHost));
             char seen[2048] = {0};
             for (int64_t i = 0; i < t * k; i++)
@@ -214,6 +228,19 @@ extern "C" int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out,
                         active += 1;
                     }
                 }
+        }
+        if (stages) { /* each step's median, beside the block's (stderr: a diagnosis) */
+            fprintf(stderr, "bench moe: %" PRId64 " tokens, step medians (ms):", t);
+            static const char *names[] = {"perm", "w4a4-in", "fc1", "epilogue", "fc2", "finalize"};
+            for (int i = 0; i < NVF_CUDA_MOE_STAGES; i++) {
+                for (int r = 0; r < runs; r++)
+                    times[r] = stages[(size_t)r * NVF_CUDA_MOE_STAGES + i];
+                qsort(times, (size_t)runs, sizeof *times, cmp_float);
+                fprintf(stderr, " %s %.4f", names[i], times[runs / 2]);
+            }
+            fprintf(stderr, "\n");
+            for (int r = 0; r < runs; r++) /* the block's times again, for the median below */
+                times[r] = times_copy[r];
         }
         qsort(times, (size_t)runs, sizeof *times, cmp_float);
         out[ti].ms = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
@@ -243,6 +270,8 @@ done:
     if (st)
         cudaStreamDestroy(st);
     free(times);
+    free(stages);
+    free(times_copy);
     free(h_ids);
     return rc;
 }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the device machine with carried binaries (see device-profile.sh): the GPU tests, then
-# `bench moe` of each kernel version (NVFP4_MOE_GEMM=v2, the default, at both precisions; v3 and
-# v1 at W4A16) beside the BF16 torch._grouped_mm baseline, per shape, plus a sweep of the 64-row
+# `bench moe` of each kernel version (the first of NVFP4_MOE_VERSIONS at both precisions, the
+# others at W4A16) beside the BF16 torch._grouped_mm baseline, per shape, plus a sweep of the 64-row
 # tile switch (NVFP4_MOE_TILE64_ROWS). Outputs under $OUT, tarred to $OUT/kernels.tgz.
 #   NVFP4_BIN, NVFP4_TESTS, NVFP4_COMMIT as for device-profile.sh; NVFP4_MOE_SHAPES (empty: no bench),
-#   NVFP4_MOE_TOKENS, NVFP4_MOE_VERSIONS (default "v2 v3 v1"), NVFP4_MOE_SWEEP (switch values,
+#   NVFP4_MOE_TOKENS, NVFP4_MOE_VERSIONS (default "v4 v2"; v4 is the default kernel), NVFP4_MOE_SWEEP (switch values,
 #   default "16 48"; empty: none).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -42,6 +42,7 @@ for args in "--target prepared-w4a16" "--target prepared-w4a4 --scale-layout 8x4
 done
 rm -rf "$pc"
 tokens=${NVFP4_MOE_TOKENS:-1,8,16,128,512,1024,2048,4096}
+versions=${NVFP4_MOE_VERSIONS:-v4 v2}
 summary() { python3 - "$@" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -54,9 +55,9 @@ PY
 for s in ${NVFP4_MOE_SHAPES-deepseek-v3 qwen3-30b-a3b gpt-oss-120b}; do
     python3 bench/moe_baseline.py --shape "$s" --tokens "$tokens" --out "$res/bf16-$s.json" \
         >"$res/bf16-$s.log" 2>&1 || { echo "baseline $s failed"; tail -5 "$res/bf16-$s.log"; rc=1; }
-    for v in ${NVFP4_MOE_VERSIONS:-v2 v3 v1}; do
+    for v in $versions; do
         prec=w4a16
-        [ "$v" = v2 ] && prec=all
+        [ "$v" = "${versions%% *}" ] && prec=all
         NVFP4_MOE_GEMM=$v "$BIN" bench moe --device cuda --shape "$s" --tokens "$tokens" \
             --precision $prec --baseline "$res/bf16-$s.json" --json >"$res/moe-$v-$s.json" \
             2>"$res/moe-$v-$s.err" || { echo "bench $v $s failed"; tail -5 "$res/moe-$v-$s.err"; rc=1; }

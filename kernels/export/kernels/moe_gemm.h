@@ -85,6 +85,14 @@ int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, int64_t t, co
                      const float *weights, int64_t expert0, const nvf_cuda_moe_act *act,
                      const nvf_quant_params *q, struct CUstream_st *stream);
 
+/** Steps of a run timed with NVFP4_MOE_STAGE_EVENTS set when the state is made: permutation,
+ * W4A4 input quantization, FC1, FC1 epilogue, FC2, finalize. */
+#define NVF_CUDA_MOE_STAGES 6
+
+/** The milliseconds of each step of the last run (waits for it); NVF_E_INVALID when the state
+ * was made without NVFP4_MOE_STAGE_EVENTS. For `bench moe`'s per-step medians. */
+int nvf_cuda_moe_stage_ms(nvf_cuda_moe *m, float *ms);
+
 /**
  * The whole block on host memory (kernels/moe_host.cu): `layer` holds host pointers; everything
  * is uploaded to CUDA device `device`, run on `stream` with nvf_cuda_moe_run, y [t, H] downloaded
