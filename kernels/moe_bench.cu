@@ -126,7 +126,7 @@ extern "C" int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out,
     double copy_gbps = 0;
     nvf_cuda_moe_layer L;
     nvf_cuda_moe_act act;
-    nvf_cuda_moe_router router = sh->router;
+    nvf_moe_router router = sh->router;
     router.n_experts = Et;
     router.top_k = k;
     memset(&L, 0, sizeof L);

@@ -97,7 +97,7 @@ __device__ void keep_groups(float *sb, float *gscore, float *gkept, int64_t n, i
 /* Block: `warps` tokens, warp w token blockIdx.x * warps + w; shared memory per warp: score and
  * choice [n], and with groups gscore and gkept [n_group]. */
 __global__ void route_kernel(int32_t *ids, float *weights, const float *logits, const float *bias,
-                             int64_t t, nvf_cuda_moe_router r, int warps) {
+                             int64_t t, nvf_moe_router r, int warps) {
     extern __shared__ float smem[];
     int lane = (int)(threadIdx.x & 31), warp = (int)(threadIdx.x >> 5);
     int64_t tok = (int64_t)blockIdx.x * warps + warp;
@@ -189,26 +189,12 @@ __global__ void route_kernel(int32_t *ids, float *weights, const float *logits, 
 
 /* ---- launchers --------------------------------------------------------------------------- */
 
-/* nvf_moe_route_ref's check_spec, plus the kind and the shared memory of one warp. */
-static int check_router(const nvf_cuda_moe_router *r, int64_t t, int64_t *warp_bytes) {
-    if (r->kind < SOFTMAX_TOPK || r->kind > TOPK_SOFTMAX)
-        return nvf_error_set(NVF_E_INVALID, "MoE routing: unknown router kind %d", (int)r->kind);
-    if (r->n_experts < 1 || r->top_k < 1 || r->top_k > r->n_experts || t < 0)
-        return nvf_error_set(NVF_E_INVALID,
-                             "MoE routing: top_k %lld is not in [1, %lld] (%lld tokens)",
-                             (long long)r->top_k, (long long)r->n_experts, (long long)t);
-    int64_t groups = 0;
-    if (r->kind == DEEPSEEK_V3 && r->n_group > 1) {
-        int64_t per = r->n_experts / r->n_group;
-        if (r->n_experts % r->n_group != 0 || r->topk_group < 1 || r->topk_group > r->n_group ||
-            r->top_k > per * r->topk_group)
-            return nvf_error_set(NVF_E_INVALID,
-                                 "MoE routing: %lld experts in n_group %lld keeping topk_group "
-                                 "%lld cannot give top_k %lld",
-                                 (long long)r->n_experts, (long long)r->n_group,
-                                 (long long)r->topk_group, (long long)r->top_k);
-        groups = r->n_group;
-    }
+/* nvf_moe_router_check, plus the shared memory of one warp. */
+static int check_router(const nvf_moe_router *r, int64_t t, int64_t *warp_bytes) {
+    int rc = nvf_moe_router_check(r, t);
+    if (rc)
+        return rc;
+    int64_t groups = r->kind == DEEPSEEK_V3 && r->n_group > 1 ? r->n_group : 0;
     *warp_bytes = (2 * r->n_experts + 2 * groups) * (int64_t)sizeof(float);
     if (*warp_bytes > ROUTE_SMEM)
         return nvf_error_set(NVF_E_INVALID,
@@ -219,7 +205,7 @@ static int check_router(const nvf_cuda_moe_router *r, int64_t t, int64_t *warp_b
 }
 
 extern "C" int nvf_cuda_moe_route_spec(int32_t *ids, float *weights, const float *logits,
-                                       const float *bias, int64_t t, const nvf_cuda_moe_router *r,
+                                       const float *bias, int64_t t, const nvf_moe_router *r,
                                        struct CUstream_st *stream) {
     int64_t warp_bytes = 0;
     int rc = check_router(r, t, &warp_bytes);
@@ -237,7 +223,7 @@ done:
 }
 
 extern "C" int nvf_cuda_moe_route_host(int32_t *ids, float *weights, const float *logits,
-                                       const float *bias, int64_t t, const nvf_cuda_moe_router *r,
+                                       const float *bias, int64_t t, const nvf_moe_router *r,
                                        int device) {
     int64_t warp_bytes = 0;
     int rc = check_router(r, t, &warp_bytes);

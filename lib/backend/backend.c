@@ -127,22 +127,9 @@ int nvf_backend_layout(nvf_backend *b, uint8_t *dst, nvf_layout to, const uint8_
 int nvf_backend_moe_route(nvf_backend *b, int32_t *ids, float *weights, const float *logits,
                           const float *bias, int64_t t, const nvf_moe_router *r) {
     /* nvf_moe_route_ref's checks (lib/moe/moe_route.c), on every backend */
-    if (r->kind < 0 || r->kind > 3) /* nvf_moe_route: softmax_topk .. topk_softmax */
-        return nvf_error_set(NVF_E_INVALID, "MoE routing: unknown router kind %d", (int)r->kind);
-    if (t < 0 || r->n_experts < 1 || r->top_k < 1 || r->top_k > r->n_experts)
-        return nvf_error_set(NVF_E_INVALID,
-                             "MoE routing: top_k %lld is not in [1, %lld] (%lld tokens)",
-                             (long long)r->top_k, (long long)r->n_experts, (long long)t);
-    if (r->kind == 2 && r->n_group > 1) { /* deepseek_v3 with groups */
-        int64_t per = r->n_experts / r->n_group;
-        if (r->n_experts % r->n_group != 0 || r->topk_group < 1 || r->topk_group > r->n_group ||
-            r->top_k > per * r->topk_group)
-            return nvf_error_set(NVF_E_INVALID,
-                                 "MoE routing: %lld experts in n_group %lld keeping topk_group "
-                                 "%lld cannot give top_k %lld",
-                                 (long long)r->n_experts, (long long)r->n_group,
-                                 (long long)r->topk_group, (long long)r->top_k);
-    }
+    int rc = nvf_moe_router_check(r, t);
+    if (rc != NVF_OK)
+        return rc;
     if (!b->ops->moe_route)
         return missing(b, "moe_route");
     if (t == 0)

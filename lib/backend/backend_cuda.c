@@ -82,17 +82,9 @@ static int cuda_layout(nvf_backend *b, uint8_t *dst, nvf_layout to, const uint8_
     return nvf_cuda_layout_host(((cuda_state *)b->state)->l, dst, to, src, from, rows, kcols, n);
 }
 
-static nvf_cuda_moe_router cuda_router(const nvf_moe_router *r) {
-    nvf_cuda_moe_router c = {
-        r->kind,       r->renormalize,          r->n_experts, r->top_k, r->n_group,
-        r->topk_group, r->routed_scaling_factor};
-    return c;
-}
-
 static int cuda_moe_route(nvf_backend *b, int32_t *ids, float *weights, const float *logits,
                           const float *bias, int64_t t, const nvf_moe_router *r) {
-    nvf_cuda_moe_router c = cuda_router(r);
-    return nvf_cuda_moe_route_host(ids, weights, logits, bias, t, &c, b->device.index);
+    return nvf_cuda_moe_route_host(ids, weights, logits, bias, t, r, b->device.index);
 }
 
 static int cuda_moe(nvf_backend *b, float *y, const uint16_t *x, int64_t t, const int32_t *ids,
@@ -121,7 +113,7 @@ static int cuda_bench_moe(nvf_backend *b, nvf_moe_bench_result *out,
                           const nvf_moe_bench_shape *shape, const int64_t *tokens, size_t n,
                           int w4a4, int runs, const volatile sig_atomic_t *stop) {
     nvf_cuda_moe_bench_shape s = {shape->hidden,     shape->inter, shape->n_experts_total,
-                                  shape->n_local,    shape->top_k, cuda_router(&shape->router),
+                                  shape->n_local,    shape->top_k, shape->router,
                                   shape->random_bias};
     nvf_cuda_moe_bench_result *r = calloc(n ? n : 1, sizeof *r);
     if (!r)

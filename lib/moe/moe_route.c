@@ -4,7 +4,10 @@
  * strict comparison, so equal scores go to the lower expert (or group) id and a NaN score is
  * never chosen over a number.
  */
+#include "moe_weights.h"
+
 #include "nvfp4/moe.h"
+#include "nvfp4/moe_router.h"
 #include "nvfp4/status.h"
 
 #include <math.h>
@@ -99,23 +102,6 @@ static void keep_groups(uint8_t *allowed, float *gscore, uint8_t *taken, const f
     }
 }
 
-static int check_spec(const nvf_moe_spec *s) {
-    if (s->n_experts < 1 || s->top_k < 1 || s->top_k > s->n_experts)
-        return nvf_error_set(NVF_E_INVALID, "MoE routing: top_k %lld is not in [1, %lld]",
-                             (long long)s->top_k, (long long)s->n_experts);
-    if (s->route == NVF_MOE_ROUTE_DEEPSEEK_V3 && s->n_group > 1) {
-        int64_t per = s->n_experts / s->n_group;
-        if (s->n_experts % s->n_group != 0 || s->topk_group < 1 || s->topk_group > s->n_group ||
-            s->top_k > per * s->topk_group)
-            return nvf_error_set(NVF_E_INVALID,
-                                 "MoE routing: %lld experts in n_group %lld keeping topk_group "
-                                 "%lld cannot give top_k %lld",
-                                 (long long)s->n_experts, (long long)s->n_group,
-                                 (long long)s->topk_group, (long long)s->top_k);
-    }
-    return NVF_OK;
-}
-
 /* One token: score and choice arrays are scratch of n_experts floats each. */
 static void route_token(int32_t *ids, float *w, const float *l, const float *bias,
                         const nvf_moe_spec *s, float *score, float *choice, uint8_t *allowed,
@@ -181,7 +167,8 @@ static void route_token(int32_t *ids, float *w, const float *l, const float *bia
 
 int nvf_moe_route_ref(int32_t *ids, float *weights, const float *logits, const float *bias,
                       int64_t t, const nvf_moe_spec *spec) {
-    int rc = check_spec(spec);
+    nvf_moe_router router = moe_router_of(spec);
+    int rc = nvf_moe_router_check(&router, t);
     if (rc != NVF_OK)
         return rc;
     int64_t n = spec->n_experts;

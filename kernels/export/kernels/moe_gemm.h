@@ -160,7 +160,7 @@ typedef struct nvf_cuda_moe_bench_shape {
     int64_t hidden, inter, n_experts_total, n_local, top_k;
     /* the model's router (its n_experts and top_k are n_experts_total and top_k, set by the
      * bench); with random_bias a correction bias uniform in (-0.1, 0.1), drawn once per call */
-    nvf_cuda_moe_router router;
+    nvf_moe_router router;
     int32_t random_bias;
 } nvf_cuda_moe_bench_shape;
 

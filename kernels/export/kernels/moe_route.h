@@ -13,6 +13,8 @@
 #ifndef NVFP4_KERNELS_MOE_ROUTE_H
 #define NVFP4_KERNELS_MOE_ROUTE_H
 
+#include "nvfp4/moe_router.h"
+
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -21,15 +23,7 @@ extern "C" {
 
 struct CUstream_st; /* cudaStream_t is `struct CUstream_st *` */
 
-/** A router: the routing fields of nvf_moe_spec (nvfp4/moe.h). */
-typedef struct nvf_cuda_moe_router {
-    int32_t kind;        /* an nvf_moe_route value: 0 softmax_topk, 1 sigmoid_topk,
-                            2 deepseek_v3, 3 topk_softmax */
-    int32_t renormalize; /* divide the selected weights by their sum */
-    int64_t n_experts, top_k;
-    int64_t n_group, topk_group; /* deepseek_v3; n_group <= 1: no group limit */
-    float routed_scaling_factor; /* multiplies every weight (1: none) */
-} nvf_cuda_moe_router;
+/* A router's settings: nvf_moe_router (nvfp4/moe_router.h), the routing fields of nvf_moe_spec. */
 
 /**
  * Queue the routing of logits [t, n_experts] f32 with `bias` [n_experts] (the correction bias
@@ -39,7 +33,7 @@ typedef struct nvf_cuda_moe_router {
  * experts than one warp's shared memory holds: about 6000); NVF_E_CUDA.
  */
 int nvf_cuda_moe_route_spec(int32_t *ids, float *weights, const float *logits, const float *bias,
-                            int64_t t, const nvf_cuda_moe_router *r, struct CUstream_st *stream);
+                            int64_t t, const nvf_moe_router *r, struct CUstream_st *stream);
 
 /**
  * The same on host memory: logits and bias uploaded to CUDA device `device`, routed, ids and
@@ -47,7 +41,7 @@ int nvf_cuda_moe_route_spec(int32_t *ids, float *weights, const float *logits, c
  * @return as nvf_cuda_moe_route_spec, or NVF_E_CUDA.
  */
 int nvf_cuda_moe_route_host(int32_t *ids, float *weights, const float *logits, const float *bias,
-                            int64_t t, const nvf_cuda_moe_router *r, int device);
+                            int64_t t, const nvf_moe_router *r, int device);
 
 #ifdef __cplusplus
 }

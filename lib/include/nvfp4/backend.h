@@ -30,6 +30,7 @@
 #ifndef NVFP4_BACKEND_H
 #define NVFP4_BACKEND_H
 
+#include "nvfp4/moe_router.h"
 #include "nvfp4/device.h"
 #include "nvfp4/layout.h"
 #include "nvfp4/quant.h"
@@ -134,14 +135,7 @@ int nvf_backend_bench_quant(nvf_backend *b, double *out_s, nvf_dtype dtype, int6
  * leaves both empty, and lib/moe calls its reference where there is no device). */
 
 /** A router: the routing fields of nvf_moe_spec (nvfp4/moe.h). */
-typedef struct nvf_moe_router {
-    int32_t kind; /* an nvf_moe_route value (softmax_topk, sigmoid_topk, deepseek_v3,
-                     topk_softmax) */
-    int32_t renormalize;
-    int64_t n_experts, top_k;
-    int64_t n_group, topk_group; /* deepseek_v3; n_group <= 1: no group limit */
-    float routed_scaling_factor; /* 1: none */
-} nvf_moe_router;
+/* nvf_moe_router: nvfp4/moe_router.h */
 
 /**
  * Route `t` tokens of logits [t, n_experts] f32 with correction bias `bias` [n_experts] (NULL:
