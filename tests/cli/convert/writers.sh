@@ -31,7 +31,7 @@ import json, sys
 p = json.load(open(sys.argv[1]))['profile']
 w = p['writer']
 assert w['threads'] == int(sys.argv[2]), w
-assert 0 < w['busy_max'] <= w['busy'] + 1e-9, w
+assert 0 < w['busy_max'] < w['busy'], w  # every writer wrote: none did it all
 PY
 NVFP4_CONVERT_WRITERS=3 "$NVFP4TOOL" convert "$tmp/src" "$tmp/b" "${opts[@]}" --devices cpu,cpu
 same b
