@@ -311,7 +311,7 @@ static int stage_task(void *ctx, size_t i) {
     return NVF_OK;
 }
 
-/* Start the threads of `role` (n of them) running fn; *started counts those that did. */
+/* Start threads running fn(pl) until *started (those that did) is n; `what` names them. */
 static int start(pthread_t *tid, size_t n, size_t *started, void *(*fn)(void *), cv_pipeline *pl,
                  const char *what) {
     for (; *started < n; ++*started)
