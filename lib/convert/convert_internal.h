@@ -4,7 +4,8 @@
  *   convert_plan.c      the jobs, outputs and shards of a checkpoint (the plan);
  *   convert_modelopt.c  the target format: plans outputs, packs a job, writes its metadata;
  *   convert_prepared*.c the prepared targets (kernel-ready MoE layouts, expert-parallel ranks);
- *   convert_pipeline.c  the queue, memory budget, compute workers and writer thread;
+ *   convert_pipeline.c  the processing order, memory budget and compute workers;
+ *   convert_writer.c    the writer threads (shards side by side) and the shard hashers;
  *   convert_compute.c   a job's bytes through the compute backend (quantize, dequantize);
  *   convert_shard.c     the shard writer (pieces at offsets; hashes by reading the file back);
  *   convert_dst.c       DST: prepare, lock, clear, stale shards;

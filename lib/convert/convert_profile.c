@@ -18,7 +18,7 @@
 #include <time.h>
 
 static _Atomic uint64_t g_ns[CV_P_N];
-static _Atomic uint64_t g_worker_max;
+static _Atomic uint64_t g_worker_max, g_writer_max;
 static _Atomic uint64_t g_source_end, g_writer_end;
 static _Atomic int g_threads[CV_R_N];
 static _Atomic uint64_t g_cpu[CV_R_N];
@@ -38,6 +38,7 @@ void cv_prof_reset(void) {
         atomic_store(&g_cpu[k], 0);
     }
     atomic_store(&g_worker_max, 0);
+    atomic_store(&g_writer_max, 0);
     atomic_store(&g_source_end, 0);
     atomic_store(&g_writer_end, 0);
     atomic_store(&g_pipe[0], 0);
@@ -77,8 +78,12 @@ void cv_prof_source_done(void) {
     store_max(&g_source_end, cv_prof_now());
 }
 
+void cv_prof_writer_busy(uint64_t ns) {
+    store_max(&g_writer_max, ns);
+}
+
 void cv_prof_writer_done(void) {
-    atomic_store(&g_writer_end, cv_prof_now());
+    store_max(&g_writer_end, cv_prof_now());
 }
 
 void cv_prof_pipeline(int start) {
@@ -189,6 +194,11 @@ static double writer_end_s(void) {
     return span_s(atomic_load(&g_run[0]), atomic_load(&g_writer_end));
 }
 
+/* The busiest thread of the compute workers or of the writers. */
+static double busy_max_s(int role) {
+    return secs(atomic_load(role == CV_R_COMPUTE ? &g_worker_max : &g_writer_max));
+}
+
 static int add_num(cJSON *o, const char *k, double v) {
     return cJSON_AddNumberToObject(o, k, v) != NULL;
 }
@@ -207,8 +217,8 @@ char *nvf_convert_profile_to_json(void) {
              add_num(so, "wait", wait);
         for (size_t k = 0; ok && s->parts[1].name && k < 10 && s->parts[k].name; k++)
             ok = add_num(so, s->parts[k].name, key_s((cv_prof_key)s->parts[k].key));
-        if (ok && s->role == CV_R_COMPUTE)
-            ok = add_num(so, "busy_max", secs(atomic_load(&g_worker_max)));
+        if (ok && (s->role == CV_R_COMPUTE || s->role == CV_R_WRITER))
+            ok = add_num(so, "busy_max", busy_max_s(s->role));
         if (ok && s->parts[1].name)
             ok = add_num(so, "cpu", secs(atomic_load(&g_cpu[s->role])));
         if (ok && s->role == CV_R_WRITER)
@@ -235,8 +245,8 @@ void nvf_convert_profile_print(FILE *f) {
         double busy, wait;
         stage_sums(s, &busy, &wait);
         fprintf(f, "  %-12s %7d %9.2f %9.2f ", s->name, stage_threads(s), busy, wait);
-        if (s->role == CV_R_COMPUTE)
-            fprintf(f, " busy_max %.2f", secs(atomic_load(&g_worker_max)));
+        if (s->role == CV_R_COMPUTE || s->role == CV_R_WRITER)
+            fprintf(f, " busy_max %.2f", busy_max_s(s->role));
         if (s->parts[1].name)
             fprintf(f, " cpu %.2f", secs(atomic_load(&g_cpu[s->role])));
         for (size_t k = 0; s->parts[1].name && k < 10 && s->parts[k].name; k++)

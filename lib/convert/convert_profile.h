@@ -16,7 +16,7 @@ typedef enum cv_prof_key {
     CV_P_COMPUTE,        /* compute: a job (source pages, backend compute, packing) */
     CV_P_RELEASE,        /* compute: dropping consumed source pages (madvise) */
     CV_P_WAIT_MEMORY,    /* compute: waiting for the host-memory budget */
-    CV_P_WAIT_HANDOVER,  /* compute: waiting for its turn to hand a job to the writer */
+    CV_P_WAIT_HANDOVER,  /* compute: waiting for its turn to hand a job to the writers */
     CV_P_WRITE,          /* writer: pwrite of a buffered job's pieces */
     CV_P_COPY,           /* writer: streaming a copied tensor from the source mapping */
     CV_P_OPEN,           /* writer: opening a shard (header) */
@@ -56,7 +56,9 @@ uint64_t cv_prof_add(cv_prof_key k, uint64_t since);
 void cv_prof_worker_busy(uint64_t ns);
 /** A source file hashed now (its end, for when the source hashing finished). */
 void cv_prof_source_done(void);
-/** The writer's last job written (for the hashers' tail after it). */
+/** One writer thread's busy nanoseconds (write, copy, open, publish), for the largest. */
+void cv_prof_writer_busy(uint64_t ns);
+/** A writer's last job written (the latest is kept: for the hashers' tail after it). */
 void cv_prof_writer_done(void);
 /** The pipeline's start (start = 1) or end. */
 void cv_prof_pipeline(int start);
