@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs on the device machine with carried binaries (see device-profile.sh): everything a
+# session's closing claims need, most important first, each phase's files tarred as soon as it
+# ends (so a call cut short still returns what it finished):
+#   1. the GPU tests, moe/verify --device cuda, prepared/inverse CPU = CUDA (device-kernels.sh
+#      without bench) -> $OUT/tests.tgz;
+#   2. moe --device cuda of this build against NVFP4_OLD_BIN, bit for bit (device-cmp-bin.sh);
+#   3. bench moe beside the BF16 baseline, DeepSeek-V3, then per-step medians -> $OUT/moe-ds.tgz;
+#   4. the large conversion (device-convert.sh large, writers 1 and 4) -> $OUT/cv.tgz;
+#   5. bench moe beside the baseline for the other shapes -> $OUT/moe-other.tgz.
+# Everything printed goes to $OUT/log.txt too.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/out/final}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/log.txt") 2>&1
+. tests/gpu/device-env.sh
+w=$(mktemp -d)
+phase() { echo "== $(date +%T) $*"; }
+phase tests
+NVFP4_MOE_SHAPES= OUT=$w/tests timeout 200 bash tests/gpu/device-kernels.sh
+echo "tests rc=$?"
+tar czf "$OUT/tests.tgz" -C "$w/tests" res
+if [ -n "${NVFP4_OLD_BIN:-}" ]; then
+    phase cmp
+    timeout 60 bash tests/gpu/device-cmp-bin.sh
+    echo "cmp rc=$?"
+fi
+phase moe deepseek-v3
+NVFP4_SKIP_TESTS=1 NVFP4_MOE_SHAPES=deepseek-v3 NVFP4_MOE_VERSIONS=v4 NVFP4_MOE_SWEEP= OUT=$w/ds \
+    timeout 150 bash tests/gpu/device-kernels.sh >"$w/ds.txt" 2>&1
+echo "moe rc=$?"
+grep -E "^v4 |baseline|failed" "$w/ds.txt"
+NVFP4_MOE_STAGE_EVENTS=1 timeout 40 "$BIN" bench moe --device cuda --shape deepseek-v3 \
+    --tokens 1,16,128,512,4096 --precision w4a16 2>&1 | grep -E "step medians|^ +[0-9]"
+cp "$w/ds.txt" "$w/ds/res/"
+tar czf "$OUT/moe-ds.tgz" -C "$w/ds" res
+phase convert
+mkdir -p "$w/cv"
+NVFP4_CONVERT_WRITER_SWEEP=${NVFP4_CONVERT_WRITER_SWEEP-1 4} NVFP4_TOOL=$BIN OUT=$w/cv \
+    timeout 260 bash tests/gpu/device-convert.sh large >"$w/cv/convert.txt" 2>&1
+echo "convert rc=$?"
+grep -E "identical|DIFFER|cold|cached|floor|writers" "$w/cv/convert.txt" | head -20
+head -4 "$w/cv/convert-profile-cuda.txt" 2>/dev/null
+tar czf "$OUT/cv.tgz" -C "$w" cv
+phase moe others
+NVFP4_SKIP_TESTS=1 NVFP4_MOE_SHAPES="qwen3-30b-a3b gpt-oss-120b" NVFP4_MOE_VERSIONS=v4 NVFP4_MOE_SWEEP= \
+    OUT=$w/other timeout 200 bash tests/gpu/device-kernels.sh >"$w/other.txt" 2>&1
+echo "moe others rc=$?"
+grep -E "^v4 |failed" "$w/other.txt"
+cp "$w/other.txt" "$w/other/res/" 2>/dev/null
+tar czf "$OUT/moe-other.tgz" -C "$w/other" res
+phase done
