@@ -2,10 +2,11 @@
  * The conversion pipeline (SPEC section 6):
  *   - compute workers take the live jobs (of shards not reused, nor another part's) in the
  *     processing order (convert_pipeline.h: groups of shards written side by side, their jobs
- *     interleaved) (one worker per --devices CPU entry and CUDA_WORKERS per GPU, each with its
- *     own backend; one CPU: a single worker) and compute each buffered job (quantize,
- *     dequantize) into a buffer; a worker waits while the buffers in flight exceed
- *     --max-host-memory (one job always proceeds), and hands its jobs over in that order;
+ *     interleaved), each claiming the next one when free (one worker per --devices CPU entry
+ *     and CUDA_WORKERS per GPU, each with its own backend; one CPU: a single worker), and
+ *     compute each buffered job (quantize, dequantize) into a buffer; a worker waits while the
+ *     buffers in flight exceed --max-host-memory (one job always proceeds); the jobs reach the
+ *     writers in that order, whichever worker finishes first;
  *   - the writer threads (convert_writer.c; up to CV_HASHERS, NVFP4_CONVERT_WRITERS) each write
  *     their shards' jobs at their offsets, and the hasher threads finish the shards (SHA-256
  *     following the writer, CRC-32s, rename, journal);
@@ -59,7 +60,8 @@ int cv_pipeline_order(cv_pipeline *pl, size_t writers) {
     pl->order = calloc(n ? n : 1, sizeof *pl->order);
     pl->slot = calloc(n ? n : 1, 1);
     pl->items = calloc(n ? n : 1, sizeof *pl->items);
-    if (!pl->order || !pl->slot || !pl->items)
+    pl->ready = calloc(n ? n : 1, 1);
+    if (!pl->order || !pl->slot || !pl->items || !pl->ready)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the job queue");
     size_t pos = 0, next[CV_HASHERS], end[CV_HASHERS];
     uint64_t dealt[CV_HASHERS];
@@ -111,16 +113,24 @@ static int reserve(cv_pipeline *pl, size_t pos, uint64_t cost) {
     return failing;
 }
 
-/* Hand the job at position `pos` to the writers once every earlier position has been. */
+/* The next position of the processing order for a free compute worker (n_order: none left). */
+static size_t claim(cv_pipeline *pl) {
+    pthread_mutex_lock(&pl->mu);
+    size_t pos = pl->claimed < pl->n_order ? pl->claimed++ : pl->n_order;
+    pthread_mutex_unlock(&pl->mu);
+    return pos;
+}
+
+/* Mark the job at position `pos` ready and hand over the ready positions from `handed` on (the
+ * writers take positions below `handed`); waits for no other job. */
 static int hand_over(cv_pipeline *pl, size_t pos, cv_item it) {
     pthread_mutex_lock(&pl->mu);
-    while (!pl->failed && !pl->compute_failed && pl->handed != pos)
-        pthread_cond_wait(&pl->cv, &pl->mu);
     int failing = pl->failed || pl->compute_failed;
     if (!failing) {
         pl->items[pos] = it;
-        pl->queued += it.cost;
-        pl->handed = pos + 1;
+        pl->ready[pos] = 1;
+        for (; pl->handed < pl->n_order && pl->ready[pl->handed]; pl->handed++)
+            pl->queued += pl->items[pl->handed].cost;
     }
     pthread_cond_broadcast(&pl->cv);
     pthread_mutex_unlock(&pl->mu);
@@ -128,7 +138,8 @@ static int hand_over(cv_pipeline *pl, size_t pos, cv_item it) {
 }
 
 /* The buffered job at position `pos`: reserve its budget, compute it into it->buf, release its
- * source pages. Adds the nanoseconds spent computing to *busy.
+ * source pages; prefetches position pos + n (about the n-th next claimed: this worker's next
+ * when the n workers keep pace). Adds the nanoseconds spent computing to *busy.
  * @return 0, a negative status, or 1 when the conversion is failing elsewhere (nothing done). */
 static int compute_one(cv_pipeline *pl, nvf_backend *b, size_t pos, cv_item *it, size_t n,
                        uint64_t *busy) {
@@ -141,7 +152,7 @@ static int compute_one(cv_pipeline *pl, nvf_backend *b, size_t pos, cv_item *it,
         return 1;
     t = cv_prof_add(CV_P_WAIT_MEMORY, t);
     if (pos + n < pl->n_order && p->jobs[pl->order[pos + n]].kind == CV_JOB_QUANT)
-        cv_prefetch_member(r->ck, &p->jobs[pl->order[pos + n]].members[0]); /* this worker's next */
+        cv_prefetch_member(r->ck, &p->jobs[pl->order[pos + n]].members[0]);
     it->buf = malloc(j->bytes_out ? (size_t)j->bytes_out : 1);
     if (!it->buf)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the %llu bytes of '%s'",
@@ -160,16 +171,16 @@ static int compute_one(cv_pipeline *pl, nvf_backend *b, size_t pos, cv_item *it,
 }
 
 /*
- * Compute worker `k` of `n` on `dev`: the positions k, k + n, ... of the processing order (copy
- * jobs need no computing and are only handed over in their turn).
+ * One of the `n` compute workers, on `dev`: claims the next position of the processing order
+ * until none is left (copy jobs need no computing and are only marked ready).
  */
-static int produce(cv_pipeline *pl, const nvf_device *dev, int threads, size_t k, size_t n) {
+static int produce(cv_pipeline *pl, const nvf_device *dev, int threads, size_t n) {
     cv_plan *p = pl->r->p;
     nvf_backend *b = NULL;
     uint64_t t = cv_prof_now(), busy = 0, cpu = cv_prof_thread_cpu();
     int rc = nvf_backend_open(&b, dev, threads);
     cv_prof_add(CV_P_BACKEND_OPEN, t);
-    for (size_t pos = k; rc == NVF_OK && pos < pl->n_order; pos += n) {
+    for (size_t pos = claim(pl); rc == NVF_OK && pos < pl->n_order; pos = claim(pl)) {
         if (cv_pipeline_stopped(pl)) {
             rc = nvf_error_set(NVF_E_INTERRUPTED, "interrupted");
             break;
@@ -211,7 +222,7 @@ static void *worker_main(void *arg) {
         cv_prof_name_thread("nvf-cpu%zu", wk->k);
     else
         cv_prof_name_thread("nvf-cuda%dw%zu", wk->device.index, wk->copy);
-    wk->rc = produce(wk->pl, &wk->device, wk->threads, wk->k, wk->n);
+    wk->rc = produce(wk->pl, &wk->device, wk->threads, wk->n);
     if (wk->rc != NVF_OK) {
         nvf_error_save(&wk->err);
         signal_all(wk->pl, &wk->pl->compute_failed);
@@ -232,9 +243,10 @@ static size_t cuda_workers(void) {
 
 /*
  * Run the compute workers: the calling thread alone for one CPU device, else one thread per
- * --devices CPU entry (sharing the CPU threads) and cuda_workers() threads per GPU. Worker k of
- * n takes the live jobs k, k + n, ...; the writer takes them in order, so the output does not
- * depend on the split. The first failure, in worker order, is the one reported.
+ * --devices CPU entry (sharing the CPU threads) and cuda_workers() threads per GPU. Which worker
+ * computes a job depends on timing, but the writers take the jobs in order and every backend
+ * writes the same bytes, so the output does not. The first failure, in worker order, is the one
+ * reported.
  */
 static int compute_all(cv_pipeline *pl) {
     const nvf_convert_options *o = pl->r->opt;
@@ -249,7 +261,7 @@ static int compute_all(cv_pipeline *pl) {
     }
     cv_prof_threads(CV_R_COMPUTE, (int)n);
     if (n == 1) {
-        int rc = produce(pl, &devs[0], o->threads, 0, 1);
+        int rc = produce(pl, &devs[0], o->threads, 1);
         if (rc != NVF_OK)
             signal_all(pl, &pl->compute_failed);
         return rc;
@@ -354,7 +366,7 @@ int cv_pipeline_run(cv_run *r) {
     signal_all(&pl, &pl.fin_end);
     for (size_t i = 0; i < n_hashers; i++)
         pthread_join(hashers[i], NULL);
-    for (size_t i = 0; pl.items && i < pl.handed; i++) /* buffers no writer took */
+    for (size_t i = 0; pl.items && i < pl.n_order; i++) /* buffers no writer took */
         free(pl.items[i].buf);
     if (rc == NVF_OK && pl.failed)
         rc = nvf_error_restore(&pl.fail);
@@ -366,6 +378,7 @@ int cv_pipeline_run(cv_run *r) {
     r->prog.bytes_done = r->prog.bytes_total;
     cv_pipeline_report(r, 1);
     free(pl.items);
+    free(pl.ready);
     free(pl.order);
     free(pl.slot);
     pthread_mutex_destroy(&pl.mu);

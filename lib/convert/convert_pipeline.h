@@ -10,6 +10,10 @@
  * that order: position `handed` is the next one, and writer k takes the positions of its shards
  * in turn. A shard's jobs keep their plan order, so each file gets the same bytes as with one
  * writer; only the order of the files' writes changes.
+ *
+ * A compute worker claims the next unclaimed position when it is free (so a long job holds up
+ * one worker, not the others) and marks it ready when computed, without waiting for the earlier
+ * positions: `handed` then moves over the ready positions that follow it.
  */
 #ifndef NVFP4_CONVERT_PIPELINE_H
 #define NVFP4_CONVERT_PIPELINE_H
@@ -46,13 +50,15 @@ typedef struct cv_pipeline {
     size_t n_order;
     size_t *order;
     unsigned char *slot;
-    size_t n_writers;   /* 1 .. CV_HASHERS */
-    cv_item *items;     /* by position: positions [0, handed) are handed over */
-    size_t handed;      /* the next position to hand over (the one the writers need next) */
-    uint64_t inflight;  /* bytes of buffers reserved by the compute workers, not yet written */
-    uint64_t queued;    /* the part of them handed to the writers */
-    int compute_failed; /* a compute worker failed: the others stop */
-    int failed;         /* status of a writer's or hasher's failure */
+    size_t n_writers;     /* 1 .. CV_HASHERS */
+    cv_item *items;       /* by position: positions [0, handed) are handed over */
+    unsigned char *ready; /* by position: computed (or a copy job), handed over or not */
+    size_t claimed;       /* the next position a compute worker takes */
+    size_t handed;        /* the first position not ready (the one the writers need next) */
+    uint64_t inflight;    /* bytes of buffers reserved by the compute workers, not yet written */
+    uint64_t queued;      /* the part of them handed to the writers */
+    int compute_failed;   /* a compute worker failed: the others stop */
+    int failed;           /* status of a writer's or hasher's failure */
     nvf_error_state fail;
     int abort; /* the compute failed or stopped: the writers leave */
     int hash_rc;
