@@ -56,7 +56,7 @@ __device__ __forceinline__ void k_range(int64_t *c0, int64_t *c1, int64_t nchunk
  * consecutive NVFP4 blocks of a row per step of the K loop (KB 1: 8 weight bytes, one chunk of
  * 64 values per step; KB 2: 16 bytes, two chunks: K % 128 == 0 only). With PF, the next step's
  * weight bytes and scales are loaded before this step's MMAs (register double buffering). */
-template <int MT, int NT, int WM, int WN, int KB, bool PF, bool REP>
+template <int MT, int NT, int WM, int WN, int KB, bool PF, bool STAB>
 __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *slut, int32_t info,
                                           float *ws, int64_t ws_split_stride, const uint16_t *a,
                                           int gather, const uint8_t *w, const uint8_t *sf,
@@ -180,7 +180,7 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
 #pragma unroll
             for (int j = 0; j < KB; j++) {
                 uint32_t s2, sb = (csf[nt] >> (8 * j)) & 0xFFu;
-                if (REP) {
+                if (STAB) {
                     s2 = slut[sb];
                 } else {
                     uint32_t s = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)sb));
@@ -220,8 +220,8 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
 }
 
 /* CTA (x, y, z): weight rows BN x of tiles y, y + gridDim.y, ... up to the first unused one,
- * K range z. REP: scales through a table of BF16 pairs (v4); else decoded per use. */
-template <int MT, int NT, int WM, int WN, int KB, bool PF, bool REP>
+ * K range z. STAB: scales through a table of BF16 pairs (v4); else decoded per use. */
+template <int MT, int NT, int WM, int WN, int KB, bool PF, bool STAB>
 __global__ void __launch_bounds__(WM *WN * 32)
     moe_gemm_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                     const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K, int chunks_per_split,
@@ -229,17 +229,17 @@ __global__ void __launch_bounds__(WM *WN * 32)
     if (plan.tile_info[blockIdx.y] < 0) /* before anything else: CTAs beyond the used tiles */
         return;
     __shared__ uint32_t lut[256];
-    __shared__ uint32_t slut[REP ? 256 : 1];
+    __shared__ uint32_t slut[STAB ? 256 : 1];
     e2m1_pair_lut(lut);
-    if (REP)
+    if (STAB)
         e4m3_bf16x2_lut(slut);
     __syncthreads();
     for (int64_t ty = blockIdx.y; ty < plan.max_tiles; ty += gridDim.y) {
         int32_t info = plan.tile_info[ty];
         if (info < 0)
             break;
-        gemm_tile<MT, NT, WM, WN, KB, PF, REP>(lut, slut, info, ws, ws_split_stride, a, gather, w,
-                                               sf, N, K, chunks_per_split, plan);
+        gemm_tile<MT, NT, WM, WN, KB, PF, STAB>(lut, slut, info, ws, ws_split_stride, a, gather, w,
+                                                sf, N, K, chunks_per_split, plan);
     }
 }
 
@@ -282,7 +282,7 @@ extern "C" int nvf_cuda_moe_gemm_cta_rows(int64_t k, int32_t tile_rows) {
     return use_tiled(k, tile_rows) ? 256 : 128;
 }
 
-template <int MT, int NT, int WM, int WN, int KB, bool PF, bool REP>
+template <int MT, int NT, int WM, int WN, int KB, bool PF, bool STAB>
 static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                   const uint8_t *sf, int64_t n, int64_t k, int cps, const nvf_cuda_moe_plan *plan,
                   cudaStream_t st) {
@@ -290,7 +290,7 @@ static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, cons
     int64_t nchunks = (k + 63) / 64;
     dim3 grid((unsigned)((n + 8 * NT * WN - 1) / (8 * NT * WN)),
               (unsigned)nvf_cuda_moe_grid_tiles(plan), (unsigned)((nchunks + cps - 1) / cps));
-    moe_gemm_kernel<MT, NT, WM, WN, KB, PF, REP>
+    moe_gemm_kernel<MT, NT, WM, WN, KB, PF, STAB>
         <<<grid, WM * WN * 32, 0, st>>>(ws, stride, a, gather, w, sf, n, k, cps, *plan);
     NVF_CUDA_TRY(cudaGetLastError());
 done:

@@ -13,6 +13,8 @@
  * so the products and the f32 accumulation are those of a dot product in a fixed order. A rows
  * are stored with their eight 16-byte pieces XOR-swizzled by the row (r & 7), so that the eight
  * rows a warp reads at once fall in different banks. Needs K % 32 == 0 (16-byte weight pieces).
+ * A tile's 16-row groups beyond its expert's rows load no A fragments and run no MMAs, so a tall
+ * tile over few rows costs little more than the weight stream.
  */
 #include "kernels/moe_gemm.h"
 
@@ -59,7 +61,8 @@ template <int MT> struct tiled_src {
     static constexpr int NA = (MT * 128 + TB_THREADS - 1) / TB_THREADS;
     const uint16_t *a[NA];
     int apos[NA], apiece[NA];
-    bool aok[NA];
+    bool aon[NA]; /* the piece is copied: its 16-row group holds rows of the expert */
+    bool aok[NA]; /* ... and its row is one of them (else it is zeroed) */
     const uint8_t *b[2];
     int bhalf[2];
     bool bok[2];
@@ -73,7 +76,7 @@ __device__ __forceinline__ void issue_chunk(tiled_stage<MT> &S, const tiled_src<
     int64_t kb0 = c * 4;
 #pragma unroll
     for (int i = 0; i < tiled_src<MT>::NA; i++) {
-        if (tid + TB_THREADS * i >= MT * 128)
+        if (!src.aon[i])
             continue;
         bool ok = src.aok[i] && kb0 + (src.apiece[i] >> 1) < kcols;
         cp16(&S.a[src.apos[i]], ok ? (const void *)(src.a[i] + c * 64) : zero, ok ? 16 : 0);
@@ -90,7 +93,7 @@ __device__ __forceinline__ void issue_chunk(tiled_stage<MT> &S, const tiled_src<
 
 /* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 255.
  * Ends with no copy in flight; the caller syncs before the stages are reused. */
-template <int MT, bool REP>
+template <int MT, bool STAB>
 __device__ __forceinline__ void
 tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32_t info, float *ws,
            int64_t ws_split_stride, const uint16_t *a, int gather, const uint8_t *w,
@@ -103,13 +106,17 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
     const uint8_t *we = w + (int64_t)e * N * (K / 2);
     const uint8_t *se = sf + (int64_t)e * nvf_layout_bytes(NVF_LAYOUT_128X4, N, kcols);
 
+    /* 16-row groups of the tile holding rows of the expert: the others' MMAs are skipped (a
+     * 64-row tile of an expert with 20 rows costs about what a 32-row tile does) */
+    int mt_used = (cnt - r0 + 15) / 16;
     tiled_src<MT> src;
 #pragma unroll
     for (int i = 0; i < tiled_src<MT>::NA; i++) {
         int q = tid + TB_THREADS * i, r = q >> 3;
         src.apiece[i] = q & 7;
         src.apos[i] = r * 8 + (src.apiece[i] ^ (r & 7));
-        src.aok[i] = q < MT * 128 && r0 + r < cnt;
+        src.aon[i] = q < MT * 128 && r < mt_used * 16;
+        src.aok[i] = src.aon[i] && r0 + r < cnt;
         int64_t p = row_base + (src.aok[i] ? r0 + r : 0);
         int64_t from = gather ? plan.perm[p] / plan.top_k : p;
         src.a[i] = a + from * K + src.apiece[i] * 8;
@@ -161,7 +168,7 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
             bq[nt] = ((const uint2 *)S.b)[m * 4 + t];
             uint32_t byte =
                 ((const uint8_t *)S.sf)[(m >> 7) * 512 + (ml & 31) * 16 + (ml >> 5) * 4 + t];
-            if (REP) {
+            if (STAB) {
                 s2[nt] = slut[byte];
             } else {
                 uint32_t sc = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)byte));
@@ -170,28 +177,27 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
         }
 #pragma unroll
         for (int j = 0; j < 2; j++) {
-            uint4 aq[MT][2];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    int r = mt * 16 + g + 8 * h;
-                    aq[mt][h] = S.a[r * 8 + ((2 * t + j) ^ (r & 7))];
-                }
+            /* the 4 n-tiles' weights in BF16 first, then each 16-row group's A fragments against
+             * them: only one group's A is live (64-row tiles fit in 128 registers) */
+            uint32_t bw[4][4];
 #pragma unroll
             for (int nt = 0; nt < 4; nt++) {
                 uint32_t word = j ? bq[nt].y : bq[nt].x;
-                uint32_t bw[4];
 #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    bw[i] = bf16x2_mul(lut[byte_of(word, i)], s2[nt]);
-                }
+                for (int i = 0; i < 4; i++)
+                    bw[nt][i] = bf16x2_mul(lut[byte_of(word, i)], s2[nt]);
+            }
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma_bf16(acc[mt][nt], aq[mt][0].x, aq[mt][1].x, aq[mt][0].y, aq[mt][1].y, bw[0],
-                             bw[1]);
-                    mma_bf16(acc[mt][nt], aq[mt][0].z, aq[mt][1].z, aq[mt][0].w, aq[mt][1].w, bw[2],
-                             bw[3]);
+            for (int mt = 0; mt < MT; mt++) {
+                if (mt >= mt_used)
+                    continue;
+                int r = mt * 16 + g;
+                uint4 a0 = S.a[r * 8 + ((2 * t + j) ^ (r & 7))];
+                uint4 a1 = S.a[(r + 8) * 8 + ((2 * t + j) ^ ((r + 8) & 7))];
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++) {
+                    mma_bf16(acc[mt][nt], a0.x, a1.x, a0.y, a1.y, bw[nt][0], bw[nt][1]);
+                    mma_bf16(acc[mt][nt], a0.z, a1.z, a0.w, a1.w, bw[nt][2], bw[nt][3]);
                 }
             }
         }
@@ -218,9 +224,9 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
 }
 
 /* CTA (x, y, z): weight rows 256 x of tiles y, y + gridDim.y, ... (the plan's used tiles come
- * first, then -1: a CTA stops at the first unused one), K range z. REP: scales through a
+ * first, then -1: a CTA stops at the first unused one), K range z. STAB: scales through a
  * 256-entry table of BF16 pairs (v4); else decoded per use (v2, v3). */
-template <int MT, bool REP>
+template <int MT, bool STAB>
 __global__ void __launch_bounds__(TB_THREADS, 2)
     moe_gemm_tiled_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                           const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K, int cps,
@@ -228,19 +234,19 @@ __global__ void __launch_bounds__(TB_THREADS, 2)
     if (plan.tile_info[blockIdx.y] < 0)
         return;
     __shared__ uint32_t lut[256];
-    __shared__ uint32_t slut[REP ? 256 : 1];
+    __shared__ uint32_t slut[STAB ? 256 : 1];
     extern __shared__ uint4 dyn[];
     tiled_stage<MT> *st = (tiled_stage<MT> *)dyn;
     e2m1_pair_lut(lut);
-    if (REP)
+    if (STAB)
         e4m3_bf16x2_lut(slut);
     /* the first chunk's barrier orders the tables before any use */
     for (int64_t ty = blockIdx.y; ty < plan.max_tiles; ty += gridDim.y) {
         int32_t info = plan.tile_info[ty];
         if (info < 0)
             break;
-        tiled_tile<MT, REP>(st, lut, slut, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps,
-                            plan);
+        tiled_tile<MT, STAB>(st, lut, slut, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps,
+                             plan);
         __syncthreads(); /* every warp is done with the stages before the next tile fills them */
     }
 }
@@ -249,12 +255,12 @@ __global__ void __launch_bounds__(TB_THREADS, 2)
 
 /* The dynamic shared memory of the MT kernel, its limit raised once (per process: the value is
  * the same for every device). */
-template <int MT, bool REP> static int tiled_smem(size_t *smem) {
+template <int MT, bool STAB> static int tiled_smem(size_t *smem) {
     int rc = 0;
     static int attr_set;
     *smem = TB_STAGES * sizeof(tiled_stage<MT>);
     if (!attr_set) {
-        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_tiled_kernel<MT, REP>,
+        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_tiled_kernel<MT, STAB>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)*smem));
         attr_set = 1;
     }
@@ -262,19 +268,19 @@ done:
     return rc;
 }
 
-template <int MT, bool REP>
+template <int MT, bool STAB>
 static int launch_tiled(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                         const uint8_t *sf, int64_t n, int64_t k, int cps,
                         const nvf_cuda_moe_plan *plan, cudaStream_t stream) {
     size_t smem = 0;
-    int rc = tiled_smem<MT, REP>(&smem);
+    int rc = tiled_smem<MT, STAB>(&smem);
     if (rc)
         return rc;
     {
         int64_t nchunks = (k + 63) / 64;
         dim3 grid((unsigned)((n + TB_N - 1) / TB_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
                   (unsigned)((nchunks + cps - 1) / cps));
-        moe_gemm_tiled_kernel<MT, REP>
+        moe_gemm_tiled_kernel<MT, STAB>
             <<<grid, TB_THREADS, smem, stream>>>(ws, stride, a, gather, w, sf, n, k, cps, *plan);
         NVF_CUDA_TRY(cudaGetLastError());
     }
@@ -285,13 +291,13 @@ done:
 extern "C" int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const uint16_t *a,
                                        int gather, const uint8_t *w, const uint8_t *sf, int64_t n,
                                        int64_t k, int chunks_per_split,
-                                       const nvf_cuda_moe_plan *plan, int rep,
+                                       const nvf_cuda_moe_plan *plan, int scale_table,
                                        struct CUstream_st *stream) {
 #define NVF_TILED(MT)                                                                              \
-    (rep ? launch_tiled<MT, true>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split,   \
-                                  plan, stream)                                                    \
-         : launch_tiled<MT, false>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split,  \
-                                   plan, stream))
+    (scale_table ? launch_tiled<MT, true>(ws, ws_split_stride, a, gather, w, sf, n, k,             \
+                                          chunks_per_split, plan, stream)                          \
+                 : launch_tiled<MT, false>(ws, ws_split_stride, a, gather, w, sf, n, k,            \
+                                           chunks_per_split, plan, stream))
     return plan->tile_rows == 16   ? NVF_TILED(1)
            : plan->tile_rows == 32 ? NVF_TILED(2)
                                    : NVF_TILED(4);

@@ -6,8 +6,12 @@
 #      without bench) -> $OUT/tests.tgz;
 #   2. moe --device cuda of this build against NVFP4_OLD_BIN, bit for bit (device-cmp-bin.sh);
 #   3. bench moe beside the BF16 baseline, DeepSeek-V3, then per-step medians -> $OUT/moe-ds.tgz;
+#   3b. with NVFP4_MOE_TILE_SWEEP (values of NVFP4_MOE_TILE64_ROWS, e.g. "8 4"): gpu_test_moe_cuda
+#      under each, then bench moe (DeepSeek-V3) of NVFP4_OLD_BIN (when set), of this build and of
+#      this build under each value, interleaved twice (A B C A B C) -> $OUT/tiles.tgz;
 #   4. the large conversion (device-convert.sh large, writers 1 and 4) -> $OUT/cv.tgz;
-#   5. bench moe beside the baseline for the other shapes -> $OUT/moe-other.tgz.
+#   5. bench moe beside the baseline for the other shapes -> $OUT/moe-other.tgz (unless
+#      NVFP4_SKIP_OTHERS=1).
 # Everything printed goes to $OUT/log.txt too.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,6 +39,36 @@ NVFP4_MOE_STAGE_EVENTS=1 timeout 40 "$BIN" bench moe --device cuda --shape deeps
     --tokens 1,16,128,512,4096 --precision w4a16 2>&1 | grep -E "step medians|^ +[0-9]"
 cp "$w/ds.txt" "$w/ds/res/"
 tar czf "$OUT/moe-ds.tgz" -C "$w/ds" res
+if [ -n "${NVFP4_MOE_TILE_SWEEP:-}" ]; then
+    phase tiles
+    mkdir -p "$w/tiles"
+    TESTS=$PWD/${NVFP4_TESTS:-build-gpu/tests}
+    for v in $NVFP4_MOE_TILE_SWEEP; do
+        if NVFP4_MOE_TILE64_ROWS=$v timeout 60 "$TESTS/gpu_test_moe_cuda" >"$w/tiles/test-$v.log" 2>&1
+        then echo "PASS gpu_test_moe_cuda NVFP4_MOE_TILE64_ROWS=$v"
+        else echo "FAIL gpu_test_moe_cuda NVFP4_MOE_TILE64_ROWS=$v"; tail -5 "$w/tiles/test-$v.log"; fi
+    done
+    for round in 1 2; do
+        for v in ${NVFP4_OLD_BIN:+old} default $NVFP4_MOE_TILE_SWEEP; do
+            for p in w4a16 w4a4; do
+                [ "$p" = w4a4 ] && [ "$round" = 2 ] && continue
+                f=$w/tiles/moe-$v-$p-r$round.json
+                bin=$BIN
+                [ "$v" = old ] && bin=$PWD/$NVFP4_OLD_BIN
+                env $([ "$v" = default ] || [ "$v" = old ] || echo NVFP4_MOE_TILE64_ROWS=$v) \
+                    timeout 60 "$bin" bench moe \
+                    --device cuda --shape deepseek-v3 --tokens 64,128,256,512,1024,2048,4096 \
+                    --precision $p --json >"$f" 2>/dev/null || { echo "bench tiles $v failed"; continue; }
+                python3 - "$f" "tile64 from $v $p r$round" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(sys.argv[2] + ": " + "  ".join("%d:%.3f" % (r["tokens"], r["ms"]) for r in d["results"]))
+PY
+            done
+        done
+    done
+    tar czf "$OUT/tiles.tgz" -C "$w" tiles
+fi
 phase convert
 mkdir -p "$w/cv"
 NVFP4_CONVERT_WRITER_SWEEP=${NVFP4_CONVERT_WRITER_SWEEP-1 4} NVFP4_TOOL=$BIN OUT=$w/cv \
@@ -43,11 +77,13 @@ echo "convert rc=$?"
 grep -E "identical|DIFFER|cold|cached|floor|writers" "$w/cv/convert.txt" | head -20
 head -4 "$w/cv/convert-profile-cuda.txt" 2>/dev/null
 tar czf "$OUT/cv.tgz" -C "$w" cv
-phase moe others
-NVFP4_SKIP_TESTS=1 NVFP4_MOE_SHAPES="qwen3-30b-a3b gpt-oss-120b" NVFP4_MOE_VERSIONS=v4 NVFP4_MOE_SWEEP= \
-    OUT=$w/other timeout 200 bash tests/gpu/device-kernels.sh >"$w/other.txt" 2>&1
-echo "moe others rc=$?"
-grep -E "^v4 |failed" "$w/other.txt"
-cp "$w/other.txt" "$w/other/res/" 2>/dev/null
-tar czf "$OUT/moe-other.tgz" -C "$w/other" res
+if [ -z "${NVFP4_SKIP_OTHERS:-}" ]; then # NVFP4_SKIP_OTHERS=1: not the other shapes
+    phase moe others
+    NVFP4_SKIP_TESTS=1 NVFP4_MOE_SHAPES="qwen3-30b-a3b gpt-oss-120b" NVFP4_MOE_VERSIONS=v4 \
+        NVFP4_MOE_SWEEP= OUT=$w/other timeout 200 bash tests/gpu/device-kernels.sh >"$w/other.txt" 2>&1
+    echo "moe others rc=$?"
+    grep -E "^v4 |failed" "$w/other.txt"
+    cp "$w/other.txt" "$w/other/res/" 2>/dev/null
+    tar czf "$OUT/moe-other.tgz" -C "$w/other" res
+fi
 phase done
