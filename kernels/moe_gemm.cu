@@ -250,11 +250,12 @@ __global__ void __launch_bounds__(WM *WN * 32)
  * and prefetch for 16-row tiles and the shared-memory kernel (moe_gemm_tiled.cu) for 32- and
  * 64-row tiles (K % 32 == 0); v3 the shared-memory kernel for every tile height; v4, the
  * default, v2's kernels with each block scale read from a 256-entry table of BF16 pairs instead
- * of decoded per use (a branchy E4M3 decode, about a third of the K loop's instructions). A
- * table of the E2M1 pairs replicated per lane (bank-conflict free) did not help: bench moe at
- * c4a08b5, bench/results/gemm-h200-c4a08b5/. bench moe at 00142a7 on the H200: v2 is 4-12% faster
- * than v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even elsewhere
- * (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
+ * of decoded per use (a branchy E4M3 decode, about a third of the K loop's instructions); v5,
+ * v4 with the shared-memory kernel's E2M1 pair table replicated per lane (bank-conflict free;
+ * at c4a08b5, before the scale table, it did not help: bench/results/gemm-h200-c4a08b5/; since,
+ * the kernel's busiest unit is the L1 LSU wavefronts). bench moe at 00142a7 on the H200: v2 is
+ * 4-12% faster than v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even
+ * elsewhere (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
 static int gemm_version(void) {
     static int v = 0;
     if (v == 0) {
@@ -263,6 +264,7 @@ static int gemm_version(void) {
             : strcmp(env, "v1") == 0 ? 1
             : strcmp(env, "v2") == 0 ? 2
             : strcmp(env, "v3") == 0 ? 3
+            : strcmp(env, "v5") == 0 ? 5
                                      : 4;
     }
     return v;
@@ -270,7 +272,7 @@ static int gemm_version(void) {
 
 extern "C" int nvf_cuda_moe_gemm_step(int64_t k, int32_t tile_rows) {
     int v = gemm_version();
-    return (v == 2 || v == 4) && tile_rows == 16 && k % 128 == 0 ? 2 : 1;
+    return (v == 2 || v >= 4) && tile_rows == 16 && k % 128 == 0 ? 2 : 1;
 }
 
 static int use_tiled(int64_t k, int32_t tile_rows) {
@@ -317,9 +319,9 @@ extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint1
                                                          k, chunks_per_split, plan, stream);
     if (use_tiled(k, plan->tile_rows))
         return nvf_cuda_moe_gemm_tiled(ws, ws_split_stride, a, gather, w, sf, n, k,
-                                       chunks_per_split, plan, v == 4, stream);
+                                       chunks_per_split, plan, v == 5 ? 2 : v == 4, stream);
 #define NVF_REG(MT, NT, WM, WN, KB)                                                                \
-    (v == 4 ? launch<MT, NT, WM, WN, KB, true, true>(ws, ws_split_stride, a, gather, w, sf, n, k,  \
+    (v >= 4 ? launch<MT, NT, WM, WN, KB, true, true>(ws, ws_split_stride, a, gather, w, sf, n, k,  \
                                                      chunks_per_split, plan, stream)               \
             : launch<MT, NT, WM, WN, KB, true, false>(ws, ws_split_stride, a, gather, w, sf, n, k, \
                                                       chunks_per_split, plan, stream))

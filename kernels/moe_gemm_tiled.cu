@@ -91,9 +91,16 @@ __device__ __forceinline__ void issue_chunk(tiled_stage<MT> &S, const tiled_src<
         cp16(&S.sf[tid], src.sok ? (const void *)(src.s + c * 512) : zero, src.sok ? 16 : 0);
 }
 
+/* The BF16 pair of byte i of `word` from the E2M1 pair table: lq is the table (VAR 0, 1) or,
+ * for the table replicated per lane (VAR 2), this lane's column of it (lut + lane). */
+template <int VAR>
+__device__ __forceinline__ uint32_t e2m1_pair(const uint32_t *lq, uint32_t word, int i) {
+    return VAR == 2 ? lq[byte_of(word, i) << 5] : lq[byte_of(word, i)];
+}
+
 /* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 255.
  * Ends with no copy in flight; the caller syncs before the stages are reused. */
-template <int MT, bool STAB>
+template <int MT, int VAR>
 __device__ __forceinline__ void
 tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32_t info, float *ws,
            int64_t ws_split_stride, const uint16_t *a, int gather, const uint8_t *w,
@@ -101,6 +108,7 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
     int e = info >> 20, r0 = info & 0xFFFFF;
     int row_base = plan.offsets[e], cnt = plan.offsets[e + 1] - row_base;
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const uint32_t *lq = VAR == 2 ? lut + lane : lut;
     int64_t nb = (int64_t)blockIdx.x * TB_N;
     int64_t kcols = K / 16, kt = (kcols + 3) / 4;
     const uint8_t *we = w + (int64_t)e * N * (K / 2);
@@ -168,7 +176,7 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
             bq[nt] = ((const uint2 *)S.b)[m * 4 + t];
             uint32_t byte =
                 ((const uint8_t *)S.sf)[(m >> 7) * 512 + (ml & 31) * 16 + (ml >> 5) * 4 + t];
-            if (STAB) {
+            if (VAR >= 1) {
                 s2[nt] = slut[byte];
             } else {
                 uint32_t sc = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)byte));
@@ -189,7 +197,7 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
                     uint32_t word = j ? bq[nt].y : bq[nt].x;
 #pragma unroll
                     for (int i = 0; i < 4; i++)
-                        bw[nt][i] = bf16x2_mul(lut[byte_of(word, i)], s2[nt]);
+                        bw[nt][i] = bf16x2_mul(e2m1_pair<VAR>(lq, word, i), s2[nt]);
                 }
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
@@ -222,7 +230,7 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
                 uint32_t bw[4];
 #pragma unroll
                 for (int i = 0; i < 4; i++)
-                    bw[i] = bf16x2_mul(lut[byte_of(word, i)], s2[nt]);
+                    bw[i] = bf16x2_mul(e2m1_pair<VAR>(lq, word, i), s2[nt]);
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                     if (mt >= mt_used)
@@ -257,29 +265,32 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
 }
 
 /* CTA (x, y, z): weight rows 256 x of tiles y, y + gridDim.y, ... (the plan's used tiles come
- * first, then -1: a CTA stops at the first unused one), K range z. STAB: scales through a
- * 256-entry table of BF16 pairs (v4); else decoded per use (v2, v3). */
-template <int MT, bool STAB>
+ * first, then -1: a CTA stops at the first unused one), K range z. VAR (tiled_variant): scales
+ * through a 256-entry table of BF16 pairs (v4); else decoded per use (v2, v3). */
+template <int MT, int VAR>
 __global__ void __launch_bounds__(TB_THREADS, 2)
     moe_gemm_tiled_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                           const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K, int cps,
                           nvf_cuda_moe_plan plan) {
     if (plan.tile_info[blockIdx.y] < 0)
         return;
-    __shared__ uint32_t lut[256];
-    __shared__ uint32_t slut[STAB ? 256 : 1];
+    __shared__ uint32_t lut[VAR == 2 ? E2M1_LUT_REP_WORDS : 256];
+    __shared__ uint32_t slut[VAR >= 1 ? 256 : 1];
     extern __shared__ uint4 dyn[];
     tiled_stage<MT> *st = (tiled_stage<MT> *)dyn;
-    e2m1_pair_lut(lut);
-    if (STAB)
+    if (VAR == 2)
+        e2m1_pair_lut_rep(lut);
+    else
+        e2m1_pair_lut(lut);
+    if (VAR >= 1)
         e4m3_bf16x2_lut(slut);
     /* the first chunk's barrier orders the tables before any use */
     for (int64_t ty = blockIdx.y; ty < plan.max_tiles; ty += gridDim.y) {
         int32_t info = plan.tile_info[ty];
         if (info < 0)
             break;
-        tiled_tile<MT, STAB>(st, lut, slut, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps,
-                             plan);
+        tiled_tile<MT, VAR>(st, lut, slut, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps,
+                            plan);
         __syncthreads(); /* every warp is done with the stages before the next tile fills them */
     }
 }
@@ -288,12 +299,12 @@ __global__ void __launch_bounds__(TB_THREADS, 2)
 
 /* The dynamic shared memory of the MT kernel, its limit raised once (per process: the value is
  * the same for every device). */
-template <int MT, bool STAB> static int tiled_smem(size_t *smem) {
+template <int MT, int VAR> static int tiled_smem(size_t *smem) {
     int rc = 0;
     static int attr_set;
     *smem = TB_STAGES * sizeof(tiled_stage<MT>);
     if (!attr_set) {
-        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_tiled_kernel<MT, STAB>,
+        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_tiled_kernel<MT, VAR>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)*smem));
         attr_set = 1;
     }
@@ -301,19 +312,19 @@ done:
     return rc;
 }
 
-template <int MT, bool STAB>
+template <int MT, int VAR>
 static int launch_tiled(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                         const uint8_t *sf, int64_t n, int64_t k, int cps,
                         const nvf_cuda_moe_plan *plan, cudaStream_t stream) {
     size_t smem = 0;
-    int rc = tiled_smem<MT, STAB>(&smem);
+    int rc = tiled_smem<MT, VAR>(&smem);
     if (rc)
         return rc;
     {
         int64_t nchunks = (k + 63) / 64;
         dim3 grid((unsigned)((n + TB_N - 1) / TB_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
                   (unsigned)((nchunks + cps - 1) / cps));
-        moe_gemm_tiled_kernel<MT, STAB>
+        moe_gemm_tiled_kernel<MT, VAR>
             <<<grid, TB_THREADS, smem, stream>>>(ws, stride, a, gather, w, sf, n, k, cps, *plan);
         NVF_CUDA_TRY(cudaGetLastError());
     }
@@ -324,15 +335,15 @@ done:
 extern "C" int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const uint16_t *a,
                                        int gather, const uint8_t *w, const uint8_t *sf, int64_t n,
                                        int64_t k, int chunks_per_split,
-                                       const nvf_cuda_moe_plan *plan, int scale_table,
+                                       const nvf_cuda_moe_plan *plan, int variant,
                                        struct CUstream_st *stream) {
+#define NVF_TILED_V(MT, V)                                                                         \
+    launch_tiled<MT, V>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan, stream)
 #define NVF_TILED(MT)                                                                              \
-    (scale_table ? launch_tiled<MT, true>(ws, ws_split_stride, a, gather, w, sf, n, k,             \
-                                          chunks_per_split, plan, stream)                          \
-                 : launch_tiled<MT, false>(ws, ws_split_stride, a, gather, w, sf, n, k,            \
-                                           chunks_per_split, plan, stream))
+    (variant == 2 ? NVF_TILED_V(MT, 2) : variant == 1 ? NVF_TILED_V(MT, 1) : NVF_TILED_V(MT, 0))
     return plan->tile_rows == 16   ? NVF_TILED(1)
            : plan->tile_rows == 32 ? NVF_TILED(2)
                                    : NVF_TILED(4);
 #undef NVF_TILED
+#undef NVF_TILED_V
 }

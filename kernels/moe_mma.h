@@ -23,6 +23,16 @@ __device__ __forceinline__ void e2m1_pair_lut(uint32_t *lut) {
         lut[i] = e2m1_bf16((uint32_t)i & 15u) | (e2m1_bf16((uint32_t)i >> 4) << 16);
 }
 
+/* The pair table replicated once per lane: the entry of byte b for lane l is at b * 32 + l, so
+ * the 32 lookups of a warp fall in 32 different banks whatever the bytes (one table of 256
+ * words puts random bytes ~3.5 to a bank: Nsight Compute at c5216b8 has the tiled kernel's L1
+ * LSU wavefronts at 81%, its busiest unit). 32 KB, filled by the whole block. */
+#define E2M1_LUT_REP_WORDS (256 * 32)
+__device__ __forceinline__ void e2m1_pair_lut_rep(uint32_t *lut) {
+    for (int i = threadIdx.x; i < E2M1_LUT_REP_WORDS; i += blockDim.x)
+        lut[i] = e2m1_bf16(((uint32_t)i >> 5) & 15u) | (e2m1_bf16((uint32_t)i >> 9) << 16);
+}
+
 /* Byte i (0..3) of w, zero-extended: one PRMT (a shift and a mask are two instructions). */
 __device__ __forceinline__ uint32_t byte_of(uint32_t w, int i) {
     return __byte_perm(w, 0u, 0x4440u + (uint32_t)i);

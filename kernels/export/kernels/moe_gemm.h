@@ -134,12 +134,13 @@ static inline int32_t nvf_cuda_moe_grid_tiles(const nvf_cuda_moe_plan *plan) {
  * @return 0 or NVF_E_CUDA.
  */
 /** The same staged in shared memory (kernels/moe_gemm_tiled.cu), 16-, 32- or 64-row tiles;
- * K % 32 == 0. nvf_cuda_moe_gemm calls it where it applies. `scale_table`: block scales read
- * from a 256-entry table of BF16 pairs (kernel v4), else decoded per use. A tile's 16-row groups
+ * K % 32 == 0. nvf_cuda_moe_gemm calls it where it applies. `variant`: 1, block scales read
+ * from a 256-entry table of BF16 pairs (kernel v4); 2, also the E2M1 pair table replicated per
+ * lane (v5); 0, scales decoded per use. A tile's 16-row groups
  * holding none of its expert's rows are skipped. */
 int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                             const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k,
-                            int chunks_per_split, const nvf_cuda_moe_plan *plan, int scale_table,
+                            int chunks_per_split, const nvf_cuda_moe_plan *plan, int variant,
                             struct CUstream_st *stream);
 
 /** The K step of the GEMM for K and the tile height, in 64-value chunks (1 or 2): the K ranges
