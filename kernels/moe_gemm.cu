@@ -248,24 +248,26 @@ __global__ void __launch_bounds__(WM *WN * 32)
 /* NVFP4_MOE_GEMM picks the kernels, for side-by-side timing: v1 the first ones (registers only,
  * 8-byte steps, 16- and 64-row tiles); v2 the register kernel with 16-byte steps (K % 128 == 0)
  * and prefetch for 16-row tiles and the shared-memory kernel (moe_gemm_tiled.cu) for 32- and
- * 64-row tiles (K % 32 == 0); v3 the shared-memory kernel for every tile height; v4, the
- * default, v2's kernels with each block scale read from a 256-entry table of BF16 pairs instead
- * of decoded per use (a branchy E4M3 decode, about a third of the K loop's instructions); v5,
- * v4 with the shared-memory kernel's E2M1 pair table replicated per lane (bank-conflict free;
- * at c4a08b5, before the scale table, it did not help: bench/results/gemm-h200-c4a08b5/; since,
- * the kernel's busiest unit is the L1 LSU wavefronts). bench moe at 00142a7 on the H200: v2 is
- * 4-12% faster than v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even
- * elsewhere (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
+ * 64-row tiles (K % 32 == 0); v3 the shared-memory kernel for every tile height; v4
+ * v2's kernels with each block scale read from a 256-entry table of BF16 pairs instead of
+ * decoded per use (a branchy E4M3 decode, about a third of the K loop's instructions); v5, the
+ * default, v4 with the E2M1 pair table replicated per lane (bank-conflict-free lookups) in the
+ * shared-memory kernel's 64-row tiles: 2-4% faster than v4 at 1024-4096 tokens on DeepSeek-V3,
+ * while for 32-row tiles it was 11-14% slower (its 32 KB fill per CTA; bench moe on the H200 at
+ * 5517e83, bench/results/gemm-h200-5517e83/; at c4a08b5, before the scale table, it did not help
+ * at all). bench moe at 00142a7 on the H200: v2 is 4-12% faster
+ * than v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even elsewhere
+ * (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
 static int gemm_version(void) {
     static int v = 0;
     if (v == 0) {
         const char *env = getenv("NVFP4_MOE_GEMM");
-        v = !env                     ? 4
+        v = !env                     ? 5
             : strcmp(env, "v1") == 0 ? 1
             : strcmp(env, "v2") == 0 ? 2
             : strcmp(env, "v3") == 0 ? 3
-            : strcmp(env, "v5") == 0 ? 5
-                                     : 4;
+            : strcmp(env, "v4") == 0 ? 4
+                                     : 5;
     }
     return v;
 }

@@ -13,8 +13,12 @@
  * so the products and the f32 accumulation are those of a dot product in a fixed order. A rows
  * are stored with their eight 16-byte pieces XOR-swizzled by the row (r & 7), so that the eight
  * rows a warp reads at once fall in different banks. Needs K % 32 == 0 (16-byte weight pieces).
- * A tile's 16-row groups beyond its expert's rows load no A fragments and run no MMAs, so a tall
- * tile over few rows costs little more than the weight stream.
+ * In a 64-row tile, the 16-row groups beyond its expert's rows load no A fragments and run no
+ * MMAs, the weights are turned into BF16 for all four n-tiles before the MMAs, and (kernel v5,
+ * the default) the E2M1 pair table is replicated per lane (moe_mma.h): bench moe on the H200 at
+ * 5517e83 (bench/results/gemm-h200-5517e83/), 1024-4096 tokens, 2-4% faster than without the
+ * table, and 4-12% faster than c739446's kernel (tiles-h200-c992a79/, an earlier call); for 16- and
+ * 32-row tiles each of the three was slower.
  */
 #include "kernels/moe_gemm.h"
 
@@ -114,9 +118,10 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
     const uint8_t *we = w + (int64_t)e * N * (K / 2);
     const uint8_t *se = sf + (int64_t)e * nvf_layout_bytes(NVF_LAYOUT_128X4, N, kcols);
 
-    /* 16-row groups of the tile holding rows of the expert: the others' MMAs are skipped (a
-     * 64-row tile of an expert with 20 rows costs about what a 32-row tile does) */
-    int mt_used = (cnt - r0 + 15) / 16;
+    /* 64-row tiles: the 16-row groups holding rows of the expert (the others load no A and run
+     * no MMAs: an expert's last tile is often nearly empty). Not for 32-row tiles: the checks
+     * cost them 7-9% at 256-512 tokens (bench moe on the H200 at 5517e83) */
+    int mt_used = MT == 4 ? (cnt - r0 + 15) / 16 : MT;
     tiled_src<MT> src;
 #pragma unroll
     for (int i = 0; i < tiled_src<MT>::NA; i++) {
@@ -187,10 +192,9 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
         for (int j = 0; j < 2; j++) {
             if constexpr (MT == 4) {
                 /* 64-row tiles: the 4 n-tiles' weights in BF16 first, then each 16-row group's A
-                 * fragments against them, so that one group's A is live: MT 4 spills 72 bytes
-                 * instead of 220 and runs 5-10% faster at 1024-4096 tokens; MT 1 and 2 run 10%
-                 * slower so (bench moe on the H200 at c992a79, bench/results/tiles-h200-c992a79/)
-                 */
+                 * fragments against them, so that one group's A is live (72 bytes spilled instead
+                 * of 220); 16- and 32-row tiles ran 10% slower so (bench moe on the H200 at
+                 * c992a79, bench/results/tiles-h200-c992a79/) */
                 uint32_t bw[4][4];
 #pragma unroll
                 for (int nt = 0; nt < 4; nt++) {
@@ -339,11 +343,12 @@ extern "C" int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const
                                        struct CUstream_st *stream) {
 #define NVF_TILED_V(MT, V)                                                                         \
     launch_tiled<MT, V>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan, stream)
-#define NVF_TILED(MT)                                                                              \
-    (variant == 2 ? NVF_TILED_V(MT, 2) : variant == 1 ? NVF_TILED_V(MT, 1) : NVF_TILED_V(MT, 0))
-    return plan->tile_rows == 16   ? NVF_TILED(1)
-           : plan->tile_rows == 32 ? NVF_TILED(2)
-                                   : NVF_TILED(4);
+#define NVF_TILED(MT) (variant >= 1 ? NVF_TILED_V(MT, 1) : NVF_TILED_V(MT, 0))
+    if (plan->tile_rows == 64)
+        return variant == 2   ? NVF_TILED_V(4, 2)
+               : variant == 1 ? NVF_TILED_V(4, 1)
+                              : NVF_TILED_V(4, 0);
+    return plan->tile_rows == 16 ? NVF_TILED(1) : NVF_TILED(2);
 #undef NVF_TILED
 #undef NVF_TILED_V
 }
