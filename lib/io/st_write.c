@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -26,10 +27,26 @@
 #define META_KEY "__metadata__"
 
 #define WRITER_BUFFER (4u << 20)
-/* Every WRITEBACK_STEP bytes the writer asks the kernel to start writing them to disk (without
- * waiting), so that the final fsync has little left: on a machine with much memory the dirty
- * pages of a 5 GB shard otherwise all wait for that fsync, and the writer with them. */
+/* Every writeback_step() bytes (64 MiB) the writer asks the kernel to start writing them to
+ * disk (without waiting), so that the final fsync has little left: on a machine with much memory
+ * the dirty pages of a 5 GB shard otherwise all wait for that fsync, and the writer with them.
+ * NVFP4_WRITEBACK_STEP_MB sets the step (0: never; the fsync alone), to measure what it costs:
+ * the kernel's request queue can make the call block. Read once. */
 #define WRITEBACK_STEP ((uint64_t)64 << 20)
+
+static uint64_t writeback_step(void) {
+    static _Atomic uint64_t cached = 1; /* 1: not read yet (a step is a multiple of 1 MiB, or 0) */
+    uint64_t step = atomic_load(&cached);
+    if (step == 1) { /* writers of several threads may all read it: the same value */
+        const char *e = getenv("NVFP4_WRITEBACK_STEP_MB");
+        char *end = NULL;
+        long long mb = e ? strtoll(e, &end, 10) : -1;
+        step = e && end != e && *end == '\0' && mb >= 0 && mb <= (1LL << 20) ? (uint64_t)mb << 20
+                                                                             : WRITEBACK_STEP;
+        atomic_store(&cached, step);
+    }
+    return step;
+}
 
 struct nvf_st_writer {
     char *path, *tmp;
@@ -79,7 +96,8 @@ static int writer_put(nvf_st_writer *w, const uint8_t *p, size_t len) {
     }
     w->file_off += len;
 #ifdef SYNC_FILE_RANGE_WRITE
-    if (w->file_off - w->kicked >= WRITEBACK_STEP) {
+    uint64_t step = writeback_step();
+    if (step > 0 && w->file_off - w->kicked >= step) {
         (void)sync_file_range(w->fd, (off_t)w->kicked, (off_t)(w->file_off - w->kicked),
                               SYNC_FILE_RANGE_WRITE);
         w->kicked = w->file_off;

@@ -142,24 +142,35 @@ if [ "$mode" = large ]; then
         printf 'cached, %s compute workers on the GPU: convert %.1f s = %.2f GB/s of input\n' "$w" \
             "$secs" "$(calc "$src_bytes / $secs / 1e9")"
     done
-    # 6. Optional: the cached GPU run again for each writer-thread count of
-    #    NVFP4_CONVERT_WRITER_SWEEP (e.g. "1 4"): what writing shards side by side buys; each
-    #    run's stage profile table in $OUT/convert-profile-writers-W-cuda.txt.
-    for w in ${NVFP4_CONVERT_WRITER_SWEEP:-}; do
-        rm -rf "$work/bigout"
-        cat "$big"/*.safetensors >/dev/null
-        t0=$(date +%s.%N)
-        NVFP4_CONVERT_WRITERS=$w NVFP4_CONVERT_PROFILE=1 "$tool" convert "$big" "$work/bigout" \
-            "${devopt[@]}" --json --quiet >"$OUT/convert-warm.json" \
-            2>"$OUT/convert-profile-writers-$w-cuda.txt" || rc=1
-        t1=$(date +%s.%N)
-        cat "$OUT/convert-profile-writers-$w-cuda.txt" >&2
-        secs=$(calc "$t1 - $t0")
-        printf ' "cached_dev_writers_%s": {"convert_s": %.2f, "input_gbs": %.3f},\n' "$w" "$secs" \
-            "$(calc "$src_bytes / $secs / 1e9")" >>"$res"
-        printf 'cached, %s writer threads: convert %.1f s = %.2f GB/s of input\n' "$w" \
-            "$secs" "$(calc "$src_bytes / $secs / 1e9")"
-    done
+    # 6, 7. Optional: the cached GPU run again for each value of NVFP4_CONVERT_WRITER_SWEEP
+    #    (NVFP4_CONVERT_WRITERS, e.g. "1 4": what writing shards side by side buys) and of
+    #    NVFP4_CONVERT_WRITEBACK_SWEEP (NVFP4_WRITEBACK_STEP_MB, e.g. "0": what starting the
+    #    writeback early costs or buys); each run's stage profile table in
+    #    $OUT/convert-profile-KEY-VALUE-cuda.txt.
+    sweep_env() { # VAR KEY WHAT VALUE...
+        local var=$1 key=$2 what=$3 v t0 t1 secs
+        shift 3
+        for v in "$@"; do
+            rm -rf "$work/bigout"
+            cat "$big"/*.safetensors >/dev/null
+            t0=$(date +%s.%N)
+            env "$var=$v" NVFP4_CONVERT_PROFILE=1 "$tool" convert "$big" "$work/bigout" \
+                "${devopt[@]}" --json --quiet >"$OUT/convert-warm.json" \
+                2>"$OUT/convert-profile-$key-$v-cuda.txt" || rc=1
+            t1=$(date +%s.%N)
+            cat "$OUT/convert-profile-$key-$v-cuda.txt" >&2
+            secs=$(calc "$t1 - $t0")
+            printf ' "cached_dev_%s_%s": {"convert_s": %.2f, "input_gbs": %.3f},\n' "$key" "$v" \
+                "$secs" "$(calc "$src_bytes / $secs / 1e9")" >>"$res"
+            printf 'cached, %s %s: convert %.1f s = %.2f GB/s of input\n' "$v" "$what" "$secs" \
+                "$(calc "$src_bytes / $secs / 1e9")"
+        done
+    }
+    # shellcheck disable=SC2086 # the sweeps are lists of values
+    sweep_env NVFP4_CONVERT_WRITERS writers "writer threads" ${NVFP4_CONVERT_WRITER_SWEEP:-}
+    # shellcheck disable=SC2086
+    sweep_env NVFP4_WRITEBACK_STEP_MB writeback "MiB writeback step" \
+        ${NVFP4_CONVERT_WRITEBACK_SWEEP:-}
     rm -f "$OUT/convert-warm.json"
     rm -rf "$big" "$work/bigout"
 fi

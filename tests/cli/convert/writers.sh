@@ -33,8 +33,9 @@ w = p['writer']
 assert w['threads'] == int(sys.argv[2]), w
 assert 0 < w['busy_max'] < w['busy'], w  # every writer wrote: none did it all
 PY
-NVFP4_CONVERT_WRITERS=3 "$NVFP4TOOL" convert "$tmp/src" "$tmp/b" "${opts[@]}" --devices cpu,cpu
-same b
+NVFP4_CONVERT_WRITERS=3 NVFP4_WRITEBACK_STEP_MB=0 "$NVFP4TOOL" convert "$tmp/src" "$tmp/b" \
+    "${opts[@]}" --devices cpu,cpu
+same b # (no early writeback: the fsync alone)
 "$NVFP4TOOL" convert "$tmp/src" "$tmp/c" "${opts[@]}" --devices cpu,cpu,cpu \
     --max-host-memory 1KiB
 same c
