@@ -252,12 +252,20 @@ __global__ void __launch_bounds__(WM *WN * 32)
  * v2's kernels with each block scale read from a 256-entry table of BF16 pairs instead of
  * decoded per use (a branchy E4M3 decode, about a third of the K loop's instructions); v5, the
  * default, v4 with the E2M1 pair table replicated per lane (bank-conflict-free lookups) in the
- * shared-memory kernel's 64-row tiles: 2-4% faster than v4 at 1024-4096 tokens on DeepSeek-V3,
+ * shared-memory kernel's 64-row tiles where K >= REP_LUT_MIN_K: 2-4% faster than v4 at
+ * 1024-4096 tokens on DeepSeek-V3,
  * while for 32-row tiles it was 11-14% slower (its 32 KB fill per CTA; bench moe on the H200 at
  * 5517e83, bench/results/gemm-h200-5517e83/; at c4a08b5, before the scale table, it did not help
  * at all). bench moe at 00142a7 on the H200: v2 is 4-12% faster
  * than v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even elsewhere
  * (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
+/* K from which v5 uses the replicated pair table (64-row tiles): its 32 KB fill per CTA pays
+ * off over long K loops only. bench moe on the H200, v5 with the table for every K (55d2c37)
+ * against v4 (0e8fd9f), whole blocks (bench/results/final-h200-55d2c37/, final-h200-0e8fd9f/):
+ * DeepSeek-V3 (FC1 K 7168, FC2 K 2048) 1-4% faster at 1024-4096 tokens, GPT-OSS-120B (K 2880)
+ * 2-3% faster at 2048-4096, Qwen3-30B-A3B (K 2048 and 768) 9-26% slower at 512-4096. */
+#define REP_LUT_MIN_K 2560
+
 static int gemm_version(void) {
     static int v = 0;
     if (v == 0) {
@@ -321,7 +329,8 @@ extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint1
                                                          k, chunks_per_split, plan, stream);
     if (use_tiled(k, plan->tile_rows))
         return nvf_cuda_moe_gemm_tiled(ws, ws_split_stride, a, gather, w, sf, n, k,
-                                       chunks_per_split, plan, v == 5 ? 2 : v == 4, stream);
+                                       chunks_per_split, plan,
+                                       v == 5 && k >= REP_LUT_MIN_K ? 2 : v >= 4, stream);
 #define NVF_REG(MT, NT, WM, WN, KB)                                                                \
     (v >= 4 ? launch<MT, NT, WM, WN, KB, true, true>(ws, ws_split_stride, a, gather, w, sf, n, k,  \
                                                      chunks_per_split, plan, stream)               \
