@@ -10,9 +10,10 @@
 #   3b. with NVFP4_MOE_TILE_SWEEP (values of NVFP4_MOE_TILE64_ROWS, e.g. "8 4"): gpu_test_moe_cuda
 #      under each, then bench moe (DeepSeek-V3) of NVFP4_OLD_BIN (when set), of this build and of
 #      this build under each value, interleaved twice (A B C A B C) -> $OUT/tiles.tgz;
-#   4. the large conversion (device-convert.sh large, writers 1 and 4) -> $OUT/cv.tgz;
-#   5. bench moe beside the baseline for the other shapes -> $OUT/moe-other.tgz (unless
-#      NVFP4_SKIP_OTHERS=1).
+#   4. bench moe beside the baseline for the other shapes -> $OUT/moe-other.tgz (unless
+#      NVFP4_SKIP_OTHERS=1);
+#   5. the large conversion (device-convert.sh large; sweeps NVFP4_CONVERT_WRITER_SWEEP, default
+#      "1 4", and NVFP4_CONVERT_WRITEBACK_SWEEP) -> $OUT/cv.tgz.
 # Everything printed goes to $OUT/log.txt too.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -79,15 +80,6 @@ PY
     done
     tar czf "$OUT/tiles.tgz" -C "$w" tiles
 fi
-phase convert
-mkdir -p "$w/cv"
-NVFP4_CONVERT_WRITER_SWEEP=${NVFP4_CONVERT_WRITER_SWEEP-1 4} NVFP4_TOOL=$BIN OUT=$w/cv \
-    timeout 260 bash tests/gpu/device-convert.sh large >"$w/cv/convert.txt" 2>&1
-echo "convert rc=$?"
-grep -E "identical|DIFFER|cold|cached|floor|writers" "$w/cv/convert.txt" | head -20
-head -4 "$w/cv/convert-profile-cuda.txt" 2>/dev/null
-for f in "$w"/cv/convert-profile-writeback-*-cuda.txt; do [ -e "$f" ] && sed -n 1,4p "$f"; done
-tar czf "$OUT/cv.tgz" -C "$w" cv
 if [ -z "${NVFP4_SKIP_OTHERS:-}" ]; then # NVFP4_SKIP_OTHERS=1: not the other shapes
     phase moe others
     NVFP4_SKIP_TESTS=1 NVFP4_MOE_SHAPES="qwen3-30b-a3b gpt-oss-120b" NVFP4_MOE_VERSIONS=${NVFP4_MOE_VERSION:-v5} \
@@ -97,4 +89,13 @@ if [ -z "${NVFP4_SKIP_OTHERS:-}" ]; then # NVFP4_SKIP_OTHERS=1: not the other sh
     cp "$w/other.txt" "$w/other/res/" 2>/dev/null
     tar czf "$OUT/moe-other.tgz" -C "$w/other" res
 fi
+phase convert
+mkdir -p "$w/cv"
+NVFP4_CONVERT_WRITER_SWEEP=${NVFP4_CONVERT_WRITER_SWEEP-1 4} NVFP4_TOOL=$BIN OUT=$w/cv \
+    timeout 260 bash tests/gpu/device-convert.sh large >"$w/cv/convert.txt" 2>&1
+echo "convert rc=$?"
+grep -E "identical|DIFFER|cold|cached|floor|writers" "$w/cv/convert.txt" | head -20
+head -4 "$w/cv/convert-profile-cuda.txt" 2>/dev/null
+for f in "$w"/cv/convert-profile-writeback-*-cuda.txt; do [ -e "$f" ] && sed -n 1,4p "$f"; done
+tar czf "$OUT/cv.tgz" -C "$w" cv
 phase done
