@@ -10,21 +10,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int nvf_file_read_all(char **out, size_t *out_len, const char *path, size_t max_len) {
+int nvf_file_open_regular(int *fd, struct stat *st, const char *path) {
     int rc = NVF_OK;
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
+        return nvf_error_set(NVF_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (fstat(*fd, st) != 0)
+        rc = nvf_error_set(NVF_E_IO, "cannot stat '%s': %s", path, strerror(errno));
+    else if (!S_ISREG(st->st_mode))
+        rc = nvf_error_set(NVF_E_IO, "'%s' is not a regular file", path);
+    if (rc != NVF_OK) {
+        close(*fd);
+        *fd = -1;
+    }
+    return rc;
+}
+
+int nvf_file_read_all(char **out, size_t *out_len, const char *path, size_t max_len) {
     char *buf = NULL;
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return nvf_error_set(NVF_E_IO, "cannot open '%s': %s", path, strerror(errno));
-    if (fstat(fd, &st) != 0) {
-        rc = nvf_error_set(NVF_E_IO, "cannot stat '%s': %s", path, strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = nvf_error_set(NVF_E_IO, "'%s' is not a regular file", path);
-        goto done;
-    }
+    int fd;
+    int rc = nvf_file_open_regular(&fd, &st, path);
+    if (rc != NVF_OK)
+        return rc;
     if ((uint64_t)st.st_size > max_len) {
         rc = nvf_error_set(NVF_E_FORMAT, "'%s' is %lld bytes, more than the %zu allowed", path,
                            (long long)st.st_size, max_len);

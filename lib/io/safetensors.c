@@ -427,21 +427,13 @@ int nvf_st_parse(nvf_st_file **out, const char *path, const uint8_t *buf, size_t
 
 int nvf_st_open(nvf_st_file **out, const char *path) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return nvf_error_set(NVF_E_IO, "cannot open '%s': %s", path, strerror(errno));
-    int rc = NVF_OK;
+    int fd;
+    struct stat st;
+    int rc = nvf_file_open_regular(&fd, &st, path);
+    if (rc != NVF_OK)
+        return rc;
     void *map = NULL;
     size_t map_len = 0;
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        rc = nvf_error_set(NVF_E_IO, "cannot stat '%s': %s", path, strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = nvf_error_set(NVF_E_IO, "'%s' is not a regular file", path);
-        goto done;
-    }
     uint64_t size = (uint64_t)st.st_size;
     if (size < 8) {
         rc = st_error(path, "file is %" PRIu64 " bytes, shorter than the 8-byte header length",

@@ -3,6 +3,7 @@
  * of hundreds of GB are hashed with a fixed, small buffer.
  */
 #include "manifest_internal.h"
+#include "nvfp4/fileio.h"
 #include "nvfp4/manifest.h"
 #include "nvfp4/status.h"
 
@@ -117,18 +118,10 @@ int nvf_hash_file_ex(char out[65], uint64_t *out_bytes, const char *path, nvf_ha
     int rc = NVF_OK;
     uint8_t *buf = NULL;
     nvf_sha256 *h = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return nvf_error_set(NVF_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    int fd;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        rc = nvf_error_set(NVF_E_IO, "cannot stat '%s': %s", path, strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = nvf_error_set(NVF_E_IO, "'%s' is not a regular file", path);
-        goto done;
-    }
+    if ((rc = nvf_file_open_regular(&fd, &st, path)) != NVF_OK)
+        return rc;
 #ifdef POSIX_FADV_SEQUENTIAL
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif

@@ -9,12 +9,15 @@
 
 #include "io/st_file.h"
 #include "io/st_json.h"
+#include "manifest/hash_file.h"
+#include "nvfp4/fileio.h"
 #include "nvfp4/safetensors.h"
 #include "nvfp4/status.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -580,6 +583,41 @@ static void test_invalid_files(void) {
     CHECK_EQ_U64(seen, n);
 }
 
+/* A directory or a missing path where a file is read: NVF_E_IO naming it, from each reader that
+ * opens through nvf_file_open_regular, and no descriptor left open. */
+static void test_not_a_file(void) {
+    char missing[1100];
+    snprintf(missing, sizeof missing, "%s/missing.safetensors", g_dir);
+    const char *paths[] = {g_dir, missing};
+    const char *phrases[] = {"is not a regular file", "cannot open"};
+    int lowest = open("/dev/null", O_RDONLY); /* the lowest free descriptor before */
+    CHECK(lowest >= 0);
+    if (lowest >= 0)
+        close(lowest);
+    for (int i = 0; i < 2; i++) {
+        nvf_st_file *f = NULL;
+        CHECK_EQ_U64((uint64_t)nvf_st_open(&f, paths[i]), (uint64_t)NVF_E_IO);
+        CHECK(f == NULL);
+        CHECK_CONTAINS(nvf_error_last(), paths[i]);
+        CHECK_CONTAINS(nvf_error_last(), phrases[i]);
+        char *text = NULL;
+        size_t len = 0;
+        CHECK_EQ_U64((uint64_t)nvf_file_read_all(&text, &len, paths[i], 1 << 20),
+                     (uint64_t)NVF_E_IO);
+        CHECK(text == NULL);
+        CHECK_CONTAINS(nvf_error_last(), phrases[i]);
+        char hex[65];
+        uint64_t bytes = 0;
+        CHECK_EQ_U64((uint64_t)nvf_hash_file_ex(hex, &bytes, paths[i], NULL, NULL, NULL),
+                     (uint64_t)NVF_E_IO);
+        CHECK_CONTAINS(nvf_error_last(), phrases[i]);
+    }
+    int fd = open("/dev/null", O_RDONLY); /* the same after: no descriptor was left open */
+    CHECK_EQ_U64((uint64_t)fd, (uint64_t)lowest);
+    if (fd >= 0)
+        close(fd);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/nvfp4-test-st-XXXXXX");
     if (!mkdtemp(g_dir)) {
@@ -597,6 +635,7 @@ int main(void) {
     test_parse_buffer();
     test_utf8();
     test_invalid_files();
+    test_not_a_file();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     CHECK(system(cmd) == 0);

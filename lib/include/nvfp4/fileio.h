@@ -7,10 +7,17 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/**
+ * Open `path` for reading (O_CLOEXEC) and check that it is a regular file: *fd is the
+ * descriptor and *st its fstat. @return 0, or NVF_E_IO naming the file, with nothing left open.
+ */
+int nvf_file_open_regular(int *fd, struct stat *st, const char *path);
 
 /**
  * Read a whole (small) file into a NUL-terminated buffer. Refuses files over `max_len` bytes
