@@ -248,15 +248,14 @@ __global__ void __launch_bounds__(WM *WN * 32)
 /* NVFP4_MOE_GEMM picks the kernels, for side-by-side timing: v1 the first ones (registers only,
  * 8-byte steps, 16- and 64-row tiles); v2 the register kernel with 16-byte steps (K % 128 == 0)
  * and prefetch for 16-row tiles and the shared-memory kernel (moe_gemm_tiled.cu) for 32- and
- * 64-row tiles (K % 32 == 0); v3 the shared-memory kernel for every tile height; v4
- * v2's kernels with each block scale read from a 256-entry table of BF16 pairs instead of
- * decoded per use (a branchy E4M3 decode, about a third of the K loop's instructions); v5, the
- * default, v4 with the E2M1 pair table replicated per lane (bank-conflict-free lookups) in the
- * shared-memory kernel's 64-row tiles where K >= REP_LUT_MIN_K: 2-4% faster than v4 at
- * 1024-4096 tokens on DeepSeek-V3,
- * while for 32-row tiles it was 11-14% slower (its 32 KB fill per CTA; bench moe on the H200 at
- * 5517e83, bench/results/gemm-h200-5517e83/; at c4a08b5, before the scale table, it did not help
- * at all). bench moe at 00142a7 on the H200: v2 is 4-12% faster
+ * 64-row tiles (K % 32 == 0); v3 the shared-memory kernel for every tile height; v4, v2's
+ * kernels with each block scale read from a 256-entry table of BF16 pairs instead of decoded per
+ * use (a branchy E4M3 decode, about a third of the K loop's instructions); v5, the default, v4
+ * with the E2M1 pair table replicated per lane (bank-conflict-free lookups) in the shared-memory
+ * kernel's 64-row tiles where K >= REP_LUT_MIN_K: 2-4% faster than v4 at 1024-4096 tokens on
+ * DeepSeek-V3, while for 32-row tiles it was 11-14% slower (its 32 KB fill per CTA; bench moe on
+ * the H200 at 5517e83, bench/results/gemm-h200-5517e83/; at c4a08b5, before the scale table, it
+ * did not help at all). bench moe at 00142a7 on the H200: v2 is 4-12% faster
  * than v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even elsewhere
  * (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
 /* K from which v5 uses the replicated pair table (64-row tiles): its 32 KB fill per CTA pays

@@ -270,8 +270,9 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
 }
 
 /* CTA (x, y, z): weight rows 256 x of tiles y, y + gridDim.y, ... (the plan's used tiles come
- * first, then -1: a CTA stops at the first unused one), K range z. VAR (tiled_variant): scales
- * through a 256-entry table of BF16 pairs (v4); else decoded per use (v2, v3). */
+ * first, then -1: a CTA stops at the first unused one), K range z. VAR: 0, scales decoded per
+ * use (v2, v3); 1, scales through a 256-entry table of BF16 pairs (v4); 2, also the E2M1 pair
+ * table replicated per lane (v5's 64-row tiles where K >= 2560). */
 template <int MT, int VAR>
 __global__ void __launch_bounds__(TB_THREADS, 2)
     moe_gemm_tiled_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,

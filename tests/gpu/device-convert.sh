@@ -127,25 +127,11 @@ if [ "$mode" = large ]; then
     else
         echo "tmpfs: no room for the output in memory; host-pipeline rate not measured"
     fi
-    # 5. Optional: the cached GPU run again for each compute-worker count of
-    #    NVFP4_CUDA_WORKER_SWEEP (e.g. "1 8"): what the workers per GPU buy.
-    for w in ${NVFP4_CUDA_WORKER_SWEEP:-}; do
-        rm -rf "$work/bigout"
-        cat "$big"/*.safetensors >/dev/null
-        t0=$(date +%s.%N)
-        NVFP4_CUDA_WORKERS=$w "$tool" convert "$big" "$work/bigout" "${devopt[@]}" --json --quiet \
-            >"$OUT/convert-warm.json" || rc=1
-        t1=$(date +%s.%N)
-        secs=$(calc "$t1 - $t0")
-        printf ' "cached_dev_workers_%s": {"convert_s": %.2f, "input_gbs": %.3f},\n' "$w" "$secs" \
-            "$(calc "$src_bytes / $secs / 1e9")" >>"$res"
-        printf 'cached, %s compute workers on the GPU: convert %.1f s = %.2f GB/s of input\n' "$w" \
-            "$secs" "$(calc "$src_bytes / $secs / 1e9")"
-    done
-    # 6, 7. Optional: the cached GPU run again for each value of NVFP4_CONVERT_WRITER_SWEEP
-    #    (NVFP4_CONVERT_WRITERS, e.g. "1 4": what writing shards side by side buys) and of
-    #    NVFP4_CONVERT_WRITEBACK_SWEEP (NVFP4_WRITEBACK_STEP_MB, e.g. "0": what starting the
-    #    writeback early costs or buys); each run's stage profile table in
+    # 5-7. Optional: the cached GPU run again for each value of NVFP4_CUDA_WORKER_SWEEP
+    #    (NVFP4_CUDA_WORKERS, e.g. "1 8": what the compute workers per GPU buy), of
+    #    NVFP4_CONVERT_WRITER_SWEEP (NVFP4_CONVERT_WRITERS, e.g. "1 4": what writing shards side
+    #    by side buys) and of NVFP4_CONVERT_WRITEBACK_SWEEP (NVFP4_WRITEBACK_STEP_MB, e.g. "0":
+    #    what starting the writeback early costs or buys); each run's stage profile table in
     #    $OUT/convert-profile-KEY-VALUE-cuda.txt.
     sweep_env() { # VAR KEY WHAT VALUE...
         local var=$1 key=$2 what=$3 v t0 t1 secs
@@ -167,6 +153,9 @@ if [ "$mode" = large ]; then
         done
     }
     # shellcheck disable=SC2086 # the sweeps are lists of values
+    sweep_env NVFP4_CUDA_WORKERS workers "compute workers on the GPU" \
+        ${NVFP4_CUDA_WORKER_SWEEP:-}
+    # shellcheck disable=SC2086
     sweep_env NVFP4_CONVERT_WRITERS writers "writer threads" ${NVFP4_CONVERT_WRITER_SWEEP:-}
     # shellcheck disable=SC2086
     sweep_env NVFP4_WRITEBACK_STEP_MB writeback "MiB writeback step" \
