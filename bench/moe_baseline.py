@@ -4,12 +4,13 @@
 Same shapes, token counts and method as the NVFP4 bench (kernels/moe_bench.cu): random BF16
 weights of one expert-parallel rank (the first n_local experts), per run fresh random logits
 in (-4, 4) routed over all experts by the shape's own router as the NVFP4 bench routes them
-(outside the timed region; route() below: DeepSeek-V3's sigmoid + correction bias in
-(-0.1, 0.1) drawn once + 8 groups keeping 4, renormalized, x 2.5; Qwen3's softmax top-k
+(outside the timed region; route() below: DeepSeek-V3's sigmoid + a correction bias in
+(-R, R) drawn once, R = --router-bias, default 0 + 8 groups keeping 4, renormalized, x 2.5;
+Qwen3's softmax top-k
 renormalized; GPT-OSS's top-k of the logits then softmax over the k), activations read from a rotating offset of a 256 MiB pool; timed with CUDA events
 around the block (gather by expert, FC1 grouped_mm, silu(gate) * up, FC2 grouped_mm, weighted
 combine), 3 warm-up runs, median of --runs. Writes JSON that `nvfp4tool bench moe --baseline`
-reads: {"shape", "ep", "device", "runs", "results": [{"tokens", "ms"}]}.
+reads: {"shape", "ep", "router_bias", "device", "runs", "results": [{"tokens", "ms"}]}.
 
     python3 bench/moe_baseline.py --shape deepseek-v3 --out /tmp/bf16-dsv3.json
 """
@@ -78,6 +79,8 @@ def main():
     ap.add_argument("--tokens", default=",".join(str(1 << i) for i in range(13)))
     ap.add_argument("--ep", type=int, default=0)
     ap.add_argument("--runs", type=int, default=25)
+    ap.add_argument("--router-bias", type=float, default=0.0,
+                    help="deepseek-v3: correction bias uniform in (-R, R), as bench moe's")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     hidden, inter, experts, top_k, ep_default = SHAPES[args.shape]
@@ -88,7 +91,9 @@ def main():
     w13 = (torch.randn(n_local, 2 * inter, hidden, device=dev) * 0.02).to(torch.bfloat16)
     w2 = (torch.randn(n_local, hidden, inter, device=dev) * 0.02).to(torch.bfloat16)
     pool = torch.randn((256 << 20) // 2, device=dev).to(torch.bfloat16)
-    bias = torch.rand(experts, device=dev) * 0.2 - 0.1
+    if args.router_bias and ROUTERS[args.shape] != "deepseek_v3":
+        ap.error("--router-bias: the %s router takes no correction bias" % args.shape)
+    bias = (torch.rand(experts, device=dev) * 2 - 1) * args.router_bias
     results = []
     for t in [int(v) for v in args.tokens.split(",")]:
         times, off = [], 0
@@ -110,7 +115,8 @@ def main():
         results.append({"tokens": t, "ms": ms})
         print(f"{args.shape} ep {ep} tokens {t:5d}: {ms:.4f} ms")
     with open(args.out, "w") as f:
-        json.dump({"shape": args.shape, "ep": ep, "device": torch.cuda.get_device_name(),
+        json.dump({"shape": args.shape, "ep": ep, "router_bias": args.router_bias,
+                   "device": torch.cuda.get_device_name(),
                    "runs": args.runs, "results": results}, f, indent=1)
 
 

@@ -10,11 +10,12 @@
 #include "nvfp4/device.h"
 
 typedef struct bench_moe_args {
-    const char *shape;     /* deepseek-v3 | qwen3-30b-a3b | gpt-oss-120b (NULL: deepseek-v3) */
-    const char *tokens;    /* comma list (NULL: 1,2,4,...,4096) */
-    const char *precision; /* w4a16 | w4a4 | all (NULL: all) */
-    const char *baseline;  /* JSON of bench/moe_baseline.py, or NULL */
-    long ep;               /* expert-parallel ranks (0: 8 for deepseek-v3, else 1) */
+    const char *shape;       /* deepseek-v3 | qwen3-30b-a3b | gpt-oss-120b (NULL: deepseek-v3) */
+    const char *tokens;      /* comma list (NULL: 1,2,4,...,4096) */
+    const char *precision;   /* w4a16 | w4a4 | all (NULL: all) */
+    const char *baseline;    /* JSON of bench/moe_baseline.py, or NULL */
+    const char *router_bias; /* DeepSeek-V3's correction bias range R: (-R, R) (NULL: 0) */
+    long ep;                 /* expert-parallel ranks (0: 8 for deepseek-v3, else 1) */
     long runs;
     int json;
 } bench_moe_args;

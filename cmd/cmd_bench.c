@@ -24,7 +24,7 @@
 
 static cli_common g_common;
 static long g_size_mb = 0, g_runs = 0, g_cols = 7168, g_config = -1, g_ep = 0;
-static const char *g_shape, *g_tokens, *g_precision, *g_baseline;
+static const char *g_shape, *g_tokens, *g_precision, *g_baseline, *g_router_bias;
 
 static const cli_opt k_opts[] = {
     {"size-mb", "N", CLI_INT, &g_size_mb,
@@ -44,6 +44,9 @@ static const cli_opt k_opts[] = {
      "else 1)"},
     {"baseline", "FILE", CLI_STRING, &g_baseline,
      "moe: JSON of bench/moe_baseline.py (BF16 torch._grouped_mm): its ms and the speedup"},
+    {"router-bias", "R", CLI_STRING, &g_router_bias,
+     "moe, deepseek-v3: a correction bias uniform in (-R, R), drawn once (default 0: every "
+     "expert equally likely, as the model's trained bias makes it)"},
 };
 
 static const cli_spec k_spec = {
@@ -271,8 +274,8 @@ int cmd_bench(int argc, char **argv) {
     if (st < 0)
         return cli_fail(k_spec.name, st);
     if (moe) {
-        bench_moe_args a = {g_shape, g_tokens, g_precision,  g_baseline,
-                            g_ep,    g_runs,   g_common.json};
+        bench_moe_args a = {g_shape,       g_tokens, g_precision, g_baseline,
+                            g_router_bias, g_ep,     g_runs,      g_common.json};
         rc = bench_moe(b, &dev, &a, &k_spec);
     } else {
         rc = bench_quant(b, &dev, threads);

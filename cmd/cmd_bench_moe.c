@@ -22,7 +22,7 @@ typedef struct moe_shape {
     int64_t hidden, inter, experts, top_k;
     long ep_default;
     nvf_moe_router router; /* the model's (n_experts and top_k set by the bench) */
-    int32_t random_bias;   /* a correction bias, as DeepSeek-V3 has */
+    int biased;            /* the router takes a correction bias (DeepSeek-V3's) */
 } moe_shape;
 
 static const moe_shape k_shapes[] = {
@@ -55,6 +55,20 @@ static int parse_tokens(int64_t *out, const char *s) {
     return n;
 }
 
+/* --router-bias: R in [0, 1] (NULL: 0). @return 0, or -1. */
+static int parse_router_bias(float *out, const char *s) {
+    *out = 0.0f;
+    if (!s)
+        return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !(v >= 0.0 && v <= 1.0))
+        return -1;
+    *out = (float)v;
+    return 0;
+}
+
 /* The baseline's ms for `tokens` (-1: none): {"shape": NAME, "results": [{"tokens", "ms"}]}. */
 static double baseline_ms(const cJSON *base, int64_t tokens) {
     const cJSON *r;
@@ -67,7 +81,10 @@ static double baseline_ms(const cJSON *base, int64_t tokens) {
     return -1;
 }
 
-static int load_baseline(cJSON **out, const char *path, const char *shape, int ep) {
+/* The baseline's JSON for shape `sh`, `ep` and router bias `bias` ("router_bias"; a file
+ * without it is from a script that drew DeepSeek-V3's bias in (-0.1, 0.1)). */
+static int load_baseline(cJSON **out, const char *path, const moe_shape *sh, int ep, float bias) {
+    const char *shape = sh->name;
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -96,6 +113,7 @@ static int load_baseline(cJSON **out, const char *path, const char *shape, int e
     free(buf);
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(js, "shape");
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(js, "ep");
+    const cJSON *rb = cJSON_GetObjectItemCaseSensitive(js, "router_bias");
     if (!js || !cJSON_IsString(s) || strcmp(s->valuestring, shape) != 0 ||
         (cJSON_IsNumber(e) && (int)e->valuedouble != ep)) {
         cJSON_Delete(js);
@@ -103,6 +121,14 @@ static int load_baseline(cJSON **out, const char *path, const char *shape, int e
                              "baseline '%s': not a bench/moe_baseline.py result of shape %s, "
                              "ep %d",
                              path, shape, ep);
+    }
+    double theirs = cJSON_IsNumber(rb) ? rb->valuedouble : sh->biased ? 0.1 : 0.0;
+    if ((float)theirs != bias) {
+        cJSON_Delete(js);
+        return nvf_error_set(NVF_E_FORMAT,
+                             "baseline '%s' was routed with router bias %g, this bench with %g: "
+                             "run bench/moe_baseline.py with --router-bias %g",
+                             path, theirs, (double)bias, (double)bias);
     }
     *out = js;
     return NVF_OK;
@@ -134,15 +160,22 @@ int bench_moe(nvf_backend *b, const nvf_device *dev, const bench_moe_args *a,
     int do4 = strcmp(prec, "w4a4") == 0 || strcmp(prec, "all") == 0;
     if (!do16 && !do4)
         return cli_usage_error(spec, "--precision %s: expected w4a16, w4a4 or all", prec);
+    float bias;
+    if (parse_router_bias(&bias, a->router_bias) < 0)
+        return cli_usage_error(spec, "--router-bias %s: expected a number in [0, 1]",
+                               a->router_bias);
+    if (bias > 0 && !sh->biased)
+        return cli_usage_error(spec, "--router-bias %s: the %s router takes no correction bias",
+                               a->router_bias, sh->name);
     cJSON *base = NULL;
     if (a->baseline) {
-        int lb = load_baseline(&base, a->baseline, sh->name, (int)ep);
+        int lb = load_baseline(&base, a->baseline, sh, (int)ep, bias);
         if (lb < 0)
             return cli_fail(spec->name, lb);
     }
     const volatile sig_atomic_t *stop = cli_catch_stop_signals();
-    nvf_moe_bench_shape s = {sh->hidden, sh->inter,  sh->experts,    sh->experts / ep,
-                             sh->top_k,  sh->router, sh->random_bias};
+    nvf_moe_bench_shape s = {sh->hidden, sh->inter,  sh->experts, sh->experts / ep,
+                             sh->top_k,  sh->router, bias};
     nvf_moe_bench_result r16[MAX_TOKENS], r4[MAX_TOKENS];
     int rc = EXIT_OK, st = 0;
     if (do16)
@@ -164,16 +197,18 @@ int bench_moe(nvf_backend *b, const nvf_device *dev, const bench_moe_args *a,
     cJSON_AddNumberToObject(js, "local_experts", (double)s.n_local);
     cJSON_AddNumberToObject(js, "top_k", (double)sh->top_k);
     cJSON_AddStringToObject(js, "routing", nvf_moe_route_name((nvf_moe_route)sh->router.kind));
+    cJSON_AddNumberToObject(js, "router_bias", (double)bias);
     cJSON_AddNumberToObject(js, "ep", (double)ep);
     cJSON_AddNumberToObject(js, "runs", (double)a->runs);
     cJSON_AddNumberToObject(js, "copy_gb_per_s", copy);
     cJSON *arr = cJSON_AddArrayToObject(js, "results");
     if (!a->json) {
-        printf("bench moe: %s (H %lld, I %lld, %lld of %lld experts, top-%lld, %s routing), "
-               "device %s, median of %ld runs (CUDA events)\n",
+        printf("bench moe: %s (H %lld, I %lld, %lld of %lld experts, top-%lld, %s routing, "
+               "router bias %g), device %s, median of %ld runs (CUDA events)\n",
                sh->name, (long long)sh->hidden, (long long)sh->inter, (long long)s.n_local,
                (long long)sh->experts, (long long)sh->top_k,
-               nvf_moe_route_name((nvf_moe_route)sh->router.kind), dev->name, a->runs);
+               nvf_moe_route_name((nvf_moe_route)sh->router.kind), (double)bias, dev->name,
+               a->runs);
         printf("device-to-device copy: %.1f GB/s (read + write)\n", copy);
         printf("%7s %-6s %9s %9s %10s %7s %8s %9s %7s\n", "tokens", "prec", "ms", "TFLOP/s",
                "weight GB/s", "% HBM", "experts", "BF16 ms", "x BF16");

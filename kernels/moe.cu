@@ -20,6 +20,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <string.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -365,8 +366,8 @@ extern "C" int nvf_cuda_moe_create(nvf_cuda_moe **out, const nvf_cuda_moe_layer 
     int64_t slots = max_tokens * top_k, n1 = layer->gated ? 2 * I : I;
     m->max_tiles16 = (slots + 15) / 16 + E;
     int64_t wide = n1 > H ? n1 : H;
-    /* split-K runs only below SPLIT_SLOTS slots (splits_for), so the workspace holds
-     * max(slots, MAX_SPLITS * min(slots, SPLIT_SLOTS)) rows */
+    /* the workspace holds max(slots, MAX_SPLITS * min(slots, SPLIT_SLOTS)) rows: up to
+     * MAX_SPLITS splits below SPLIT_SLOTS slots, beyond as many as fit (splits_for) */
     int64_t split_rows = MAX_SPLITS * (slots < SPLIT_SLOTS ? slots : SPLIT_SLOTS);
     m->ws_floats = (slots > split_rows ? slots : split_rows) * wide;
     int rc = 0, dev = 0;
@@ -399,14 +400,17 @@ done:
 
 /* Rows per expert (on average) from which tiles of `rows` rows are used: 64-row tiles from 32
  * (bench moe at e6cdf1b: at 32 rows 64-row tiles beat 16-row ones by 1.16x on DeepSeek-V3, at 16
- * rows they lose), 32-row tiles from 8; NVFP4_MOE_TILE64_ROWS and NVFP4_MOE_TILE32_ROWS change
- * them (for `bench moe` sweeps). Read once. */
+ * rows they lose), 32-row tiles from 16 (DeepSeek-V3 with balanced routing on the H200, kernel
+ * v6: at 8 rows per expert, 256 tokens, 16-row tiles take 0.554 ms and 32-row ones 0.592; at 16
+ * rows, 512 tokens, 32-row tiles 0.62 and 16-row ones 0.85; bench/results/gemm-h200-v6/);
+ * NVFP4_MOE_TILE64_ROWS and NVFP4_MOE_TILE32_ROWS change them (for `bench moe` sweeps; 8 was the
+ * 32-row switch before). Read once. */
 static int64_t tile_rows_from(int32_t rows) {
     static int64_t v64 = -1, v32 = -1;
     if (v64 < 0) {
         const char *e64 = getenv("NVFP4_MOE_TILE64_ROWS"), *e32 = getenv("NVFP4_MOE_TILE32_ROWS");
         long long x64 = e64 ? atoll(e64) : 0, x32 = e32 ? atoll(e32) : 0;
-        v32 = x32 > 0 ? (int64_t)x32 : 8;
+        v32 = x32 > 0 ? (int64_t)x32 : 16;
         v64 = x64 > 0 ? (int64_t)x64 : 32;
     }
     return rows == 64 ? v64 : v32;
@@ -431,20 +435,54 @@ static int64_t expected_tiles(int64_t local, int64_t E, int32_t rows) {
     return t > 0 ? t : 1;
 }
 
-/* K splits for a GEMM of n weight rows and k values: enough CTAs for about four per SM when
- * few tiles are expected; a function of the token count only, so runs are repeatable. The
- * K chunks (64 values) are dealt in ranges of *cps; the return value is the number of ranges,
- * which is what the GEMM launches and the epilogue sums. */
+/* The K chunks a CTA's fixed work is worth in splits_for's estimate (the tables, the tile's
+ * pointers, the partials the epilogue and finalize read back per split). */
+#define SPLIT_CTA_CHUNKS 2
+
+/* K splits for a GEMM of n weight rows and k values, a function of the token count only (so
+ * runs are repeatable). With fewer CTAs than four per SM, enough splits for that (at most
+ * SPLIT_SLOTS slots). With 16-row tiles and more CTAs than the SMs hold at once, they run in
+ * waves, and a grid that is not a whole number of them leaves SMs idle in the last: there the
+ * splits (up to what the workspace holds) that minimize waves x (chunks per CTA +
+ * SPLIT_CTA_CHUNKS), if 5% below unsplit. On the H200 (bench moe, DeepSeek-V3 balanced routing,
+ * bench/results/gemm-h200-v6/) that took 32 and 64 tokens from 0.365 and 0.455 ms to 0.343 and
+ * 0.425 (FC1's 645 CTAs, 1.2 waves of 528, in 4 splits). Without the CTA term the rule also
+ * split 32- and 64-row tiles and short K loops, which lost up to 30% (GPT-OSS-120B at 1024
+ * tokens). NVFP4_MOE_SPLITS=fill keeps the first rule only (for sweeps). The K chunks
+ * (64 values) are dealt in ranges of *cps; the return value is the number of ranges, which is
+ * what the GEMM launches and the epilogue sums. */
 static int splits_for(int *cps, const nvf_cuda_moe *m, int64_t slots, int64_t tiles_est, int64_t n,
                       int64_t k, int32_t tile_rows) {
+    static int fill_only = -1;
+    if (fill_only < 0) {
+        const char *env = getenv("NVFP4_MOE_SPLITS");
+        fill_only = env && strcmp(env, "fill") == 0;
+    }
     int step = nvf_cuda_moe_gemm_step(k, tile_rows), bn = nvf_cuda_moe_gemm_cta_rows(k, tile_rows);
     int64_t nchunks = (k + 63) / 64, s = 1;
-    if (slots <= SPLIT_SLOTS) {
-        int64_t ctas = tiles_est * ((n + bn - 1) / bn), want = 4 * (int64_t)m->sms;
-        int64_t cap = nchunks / 4 > 0 ? nchunks / 4 : 1;
-        s = ctas >= want ? 1 : (want + ctas - 1) / ctas;
-        s = s > cap ? cap : s;
-        s = s > MAX_SPLITS ? MAX_SPLITS : s;
+    int64_t ctas = tiles_est * ((n + bn - 1) / bn), want = 4 * (int64_t)m->sms;
+    int64_t hold = (int64_t)nvf_cuda_moe_gemm_ctas_per_sm(k, tile_rows) * m->sms;
+    int64_t cap = nchunks / 4 > 0 ? nchunks / 4 : 1;
+    cap = cap > MAX_SPLITS ? MAX_SPLITS : cap;
+    if (ctas < want) {
+        if (slots <= SPLIT_SLOTS) {
+            s = (want + ctas - 1) / ctas;
+            s = s > cap ? cap : s;
+        }
+    } else if (!fill_only && tile_rows == 16 && ctas >= hold) {
+        int64_t room = m->ws_floats / (slots * n); /* splits the workspace holds */
+        cap = cap > room ? room : cap;
+        double best = 0;
+        for (int64_t x = 1; x <= cap; x++) {
+            int64_t per = ((nchunks + x - 1) / x + step - 1) / step * step;
+            int64_t ranges = (nchunks + per - 1) / per;
+            double cost =
+                (double)((ctas * ranges + hold - 1) / hold) * (double)(per + SPLIT_CTA_CHUNKS);
+            if (x == 1 || cost < 0.95 * best) {
+                best = cost;
+                s = x;
+            }
+        }
     }
     *cps = (int)((nchunks + s - 1) / s);
     *cps = (*cps + step - 1) / step * step; /* ranges start on the GEMM's K step */

@@ -3,8 +3,9 @@
  * prepared layout generated on the device (random E2M1 codes, E4M3 scales between 2^-3 and
  * 2^-1, alpha 2^-4), random BF16 activations in a 256 MiB pool read from a rotating offset, and
  * per run fresh random logits in (-4, 4) routed over all the experts by the shape's router
- * (kernels/moe_route.cu; DeepSeek-V3's with a random correction bias in (-0.1, 0.1) drawn once
- * per call), the rank's experts the first n_local (slots routed elsewhere are another rank's).
+ * (kernels/moe_route.cu; with router_bias > 0, DeepSeek-V3's correction bias uniform in
+ * (-router_bias, router_bias), drawn once per call), the rank's experts the first n_local (slots
+ * routed elsewhere are another rank's).
  * Only the block itself (kernels/moe.cu nvf_cuda_moe_run) is inside the CUDA events; logits and
  * routing are made before the first event.
  */
@@ -38,8 +39,8 @@ __device__ __forceinline__ uint32_t mix(uint64_t x) {
 }
 
 /* kind 0: random bytes; 1: E4M3 scale bytes 0x28..0x37 (2^-3 .. < 2^-1); 2: BF16 in (-4, 4);
- * 3: f32 logits in (-4, 4); 4: f32 correction bias in (-0.1, 0.1) */
-__global__ void fill_kernel(void *p, size_t n, uint64_t seed, int kind) {
+ * 3: f32 in (-4 scale, 4 scale) (logits, the correction bias) */
+__global__ void fill_kernel(void *p, size_t n, uint64_t seed, int kind, float scale) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         uint32_t r = mix(seed * 0x9E3779B97F4A7C15ull + i);
@@ -50,10 +51,8 @@ __global__ void fill_kernel(void *p, size_t n, uint64_t seed, int kind) {
             ((uint8_t *)p)[i] = (uint8_t)(0x28u + (r & 15u));
         else if (kind == 2)
             ((uint16_t *)p)[i] = (uint16_t)(__float_as_uint(f) >> 16);
-        else if (kind == 3)
-            ((float *)p)[i] = f;
         else
-            ((float *)p)[i] = f * 0.025f;
+            ((float *)p)[i] = f * scale;
     }
 }
 
@@ -65,9 +64,9 @@ __global__ void const_kernel(float *p, size_t n, float v) {
 
 /* ---- launchers --------------------------------------------------------------------------- */
 
-static int fill(void *p, size_t n, uint64_t seed, int kind, cudaStream_t st) {
+static int fill(void *p, size_t n, uint64_t seed, int kind, cudaStream_t st, float scale = 1.0f) {
     int rc = 0;
-    fill_kernel<<<1024, 256, 0, st>>>(p, n, seed, kind);
+    fill_kernel<<<1024, 256, 0, st>>>(p, n, seed, kind, scale);
     NVF_CUDA_TRY(cudaGetLastError());
 done:
     return rc;
@@ -168,7 +167,8 @@ extern "C" int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out,
         goto done;
     if ((rc = fill(w13, w13_b, 1, 0, st)) || (rc = fill(w2, w2_b, 2, 0, st)) ||
         (rc = fill(s13, s13_b, 3, 1, st)) || (rc = fill(s2, s2_b, 4, 1, st)) ||
-        (rc = fill(pool, POOL_BYTES / 2, 5, 2, st)) || (rc = fill(bias, (size_t)Et, 6, 4, st)))
+        (rc = fill(pool, POOL_BYTES / 2, 5, 2, st)) ||
+        (rc = fill(bias, (size_t)Et, 6, 3, st, sh->router_bias / 4.0f)))
         goto done;
     /* alpha 2^-4 keeps FC1's output in range; input scale 4 / (448 * 6): amax 4 */
     const_kernel<<<64, 256, 0, st>>>(alpha, (size_t)(2 * E + 1), 0.0625f);
@@ -199,8 +199,8 @@ extern "C" int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out,
                 goto done;
             }
             if ((rc = fill(logits, (size_t)(t * Et), 1000 + (uint64_t)(r + WARMUP), 3, st)) ||
-                (rc = nvf_cuda_moe_route_spec(ids, wts, logits, sh->random_bias ? bias : NULL, t,
-                                              &router, st)))
+                (rc = nvf_cuda_moe_route_spec(ids, wts, logits, sh->router_bias > 0 ? bias : NULL,
+                                              t, &router, st)))
                 goto done;
             off = (off + x_elems + 4095) / 4096 * 4096;
             if (off + x_elems > pool_elems)

@@ -188,7 +188,8 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
                 }
 #pragma unroll
                 for (int i = 0; i < 8; i++) {
-                    bw[8 * j + i] = bf16x2_mul(lut[byte_of(cq[nt][2 * j + (i >> 2)], i & 3)], s2);
+                    bw[8 * j + i] =
+                        bf16x2_mul(e2m1_pair<false>(lut, cq[nt][2 * j + (i >> 2)], i & 3), s2);
                 }
             }
 #pragma unroll
@@ -220,9 +221,10 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
 }
 
 /* CTA (x, y, z): weight rows BN x of tiles y, y + gridDim.y, ... up to the first unused one,
- * K range z. STAB: scales through a table of BF16 pairs (v4); else decoded per use. */
-template <int MT, int NT, int WM, int WN, int KB, bool PF, bool STAB>
-__global__ void __launch_bounds__(WM *WN * 32)
+ * K range z. STAB: scales through a table of BF16 pairs (v4); else decoded per use. MINB: CTAs
+ * per SM the registers must allow (0: no cap). */
+template <int MT, int NT, int WM, int WN, int KB, bool PF, bool STAB, int MINB>
+__global__ void __launch_bounds__(WM *WN * 32, MINB)
     moe_gemm_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                     const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K, int chunks_per_split,
                     nvf_cuda_moe_plan plan) {
@@ -250,12 +252,14 @@ __global__ void __launch_bounds__(WM *WN * 32)
  * and prefetch for 16-row tiles and the shared-memory kernel (moe_gemm_tiled.cu) for 32- and
  * 64-row tiles (K % 32 == 0); v3 the shared-memory kernel for every tile height; v4, v2's
  * kernels with each block scale read from a 256-entry table of BF16 pairs instead of decoded per
- * use (a branchy E4M3 decode, about a third of the K loop's instructions); v5, the default, v4
- * with the E2M1 pair table replicated per lane (bank-conflict-free lookups) in the shared-memory
- * kernel's 64-row tiles where K >= REP_LUT_MIN_K: 2-4% faster than v4 at 1024-4096 tokens on
+ * use (a branchy E4M3 decode, about a third of the K loop's instructions); v5, v4 with the E2M1
+ * pair table replicated per lane (bank-conflict-free lookups) in the shared-memory kernel's
+ * 64-row tiles where K >= REP_LUT_MIN_K: 2-4% faster than v4 at 1024-4096 tokens on
  * DeepSeek-V3, while for 32-row tiles it was 11-14% slower (its 32 KB fill per CTA; bench moe on
  * the H200 at 5517e83, bench/results/gemm-h200-5517e83/; at c4a08b5, before the scale table, it
- * did not help at all). bench moe at 00142a7 on the H200: v2 is 4-12% faster
+ * did not help at all; for 16-row tiles 9-13% slower, bench/results/gemm-h200-v6/); v6, the
+ * default, v5 with the 16-row register kernel capped at 128 registers (launch_reg). bench moe at
+ * 00142a7 on the H200: v2 is 4-12% faster
  * than v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even elsewhere
  * (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
 /* K from which v5 uses the replicated pair table (64-row tiles): its 32 KB fill per CTA pays
@@ -269,12 +273,13 @@ static int gemm_version(void) {
     static int v = 0;
     if (v == 0) {
         const char *env = getenv("NVFP4_MOE_GEMM");
-        v = !env                     ? 5
+        v = !env                     ? 6
             : strcmp(env, "v1") == 0 ? 1
             : strcmp(env, "v2") == 0 ? 2
             : strcmp(env, "v3") == 0 ? 3
             : strcmp(env, "v4") == 0 ? 4
-                                     : 5;
+            : strcmp(env, "v5") == 0 ? 5
+                                     : 6;
     }
     return v;
 }
@@ -293,7 +298,18 @@ extern "C" int nvf_cuda_moe_gemm_cta_rows(int64_t k, int32_t tile_rows) {
     return use_tiled(k, tile_rows) ? 256 : 128;
 }
 
-template <int MT, int NT, int WM, int WN, int KB, bool PF, bool STAB>
+/* What bounds each kernel's residency (ptxas -v at sm_90): the shared-memory kernel's
+ * __launch_bounds__(256, 2) and its stages; the 16-row register kernel's 128 registers from v6
+ * (4 CTAs of 128 threads), 152 before (3); the 64-row register kernel's 210-255 (2). */
+extern "C" int nvf_cuda_moe_gemm_ctas_per_sm(int64_t k, int32_t tile_rows) {
+    if (use_tiled(k, tile_rows))
+        return 2;
+    if (tile_rows == 16)
+        return gemm_version() >= 6 ? 4 : 3;
+    return 2;
+}
+
+template <int MT, int NT, int WM, int WN, int KB, bool PF, bool STAB, int MINB = 0>
 static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                   const uint8_t *sf, int64_t n, int64_t k, int cps, const nvf_cuda_moe_plan *plan,
                   cudaStream_t st) {
@@ -301,11 +317,32 @@ static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, cons
     int64_t nchunks = (k + 63) / 64;
     dim3 grid((unsigned)((n + 8 * NT * WN - 1) / (8 * NT * WN)),
               (unsigned)nvf_cuda_moe_grid_tiles(plan), (unsigned)((nchunks + cps - 1) / cps));
-    moe_gemm_kernel<MT, NT, WM, WN, KB, PF, STAB>
+    moe_gemm_kernel<MT, NT, WM, WN, KB, PF, STAB, MINB>
         <<<grid, WM * WN * 32, 0, st>>>(ws, stride, a, gather, w, sf, n, k, cps, *plan);
     NVF_CUDA_TRY(cudaGetLastError());
 done:
     return rc;
+}
+
+/* The register kernel of version v (2 or more) for tiles of MT rows: scales through the table
+ * from v4; from v6, 16-row tiles' registers capped for 4 CTAs per SM (152 -> 128 registers,
+ * 12 -> 16 warps per SM, 32 bytes spilled): 8-11% faster at 16-256 tokens on DeepSeek-V3 with
+ * balanced routing (bench moe on the H200, bench/results/gemm-h200-v6/); a cap for 5 CTAs (96
+ * registers, 384 bytes spilled) was 50% slower. */
+template <int MT, int NT, int WM, int WN, int KB>
+static int launch_reg(int v, float *ws, int64_t stride, const uint16_t *a, int gather,
+                      const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k, int cps,
+                      const nvf_cuda_moe_plan *plan, cudaStream_t st) {
+    if constexpr (MT == 1) {
+        if (v >= 6)
+            return launch<MT, NT, WM, WN, KB, true, true, 4>(ws, stride, a, gather, w, sf, n, k,
+                                                             cps, plan, st);
+    }
+    if (v >= 4)
+        return launch<MT, NT, WM, WN, KB, true, true>(ws, stride, a, gather, w, sf, n, k, cps, plan,
+                                                      st);
+    return launch<MT, NT, WM, WN, KB, true, false>(ws, stride, a, gather, w, sf, n, k, cps, plan,
+                                                   st);
 }
 
 extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
@@ -329,14 +366,12 @@ extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint1
     if (use_tiled(k, plan->tile_rows))
         return nvf_cuda_moe_gemm_tiled(ws, ws_split_stride, a, gather, w, sf, n, k,
                                        chunks_per_split, plan,
-                                       v == 5 && k >= REP_LUT_MIN_K ? 2 : v >= 4, stream);
-#define NVF_REG(MT, NT, WM, WN, KB)                                                                \
-    (v >= 4 ? launch<MT, NT, WM, WN, KB, true, true>(ws, ws_split_stride, a, gather, w, sf, n, k,  \
-                                                     chunks_per_split, plan, stream)               \
-            : launch<MT, NT, WM, WN, KB, true, false>(ws, ws_split_stride, a, gather, w, sf, n, k, \
-                                                      chunks_per_split, plan, stream))
+                                       v >= 5 && k >= REP_LUT_MIN_K ? 2 : v >= 4, stream);
     if (plan->tile_rows == 16)
-        return kb == 2 ? NVF_REG(1, 4, 1, 4, 2) : NVF_REG(1, 4, 1, 4, 1);
-    return NVF_REG(2, 8, 2, 2, 1);
-#undef NVF_REG
+        return kb == 2 ? launch_reg<1, 4, 1, 4, 2>(v, ws, ws_split_stride, a, gather, w, sf, n, k,
+                                                   chunks_per_split, plan, stream)
+                       : launch_reg<1, 4, 1, 4, 1>(v, ws, ws_split_stride, a, gather, w, sf, n, k,
+                                                   chunks_per_split, plan, stream);
+    return launch_reg<2, 8, 2, 2, 1>(v, ws, ws_split_stride, a, gather, w, sf, n, k,
+                                     chunks_per_split, plan, stream);
 }

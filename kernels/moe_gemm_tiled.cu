@@ -96,13 +96,6 @@ __device__ __forceinline__ void issue_chunk(tiled_stage<MT> &S, const tiled_src<
         cp16(&S.sf[tid], src.sok ? (const void *)(src.s + c * 512) : zero, src.sok ? 16 : 0);
 }
 
-/* The BF16 pair of byte i of `word` from the E2M1 pair table: lq is the table (VAR 0, 1) or,
- * for the table replicated per lane (VAR 2), this lane's column of it (lut + lane). */
-template <int VAR>
-__device__ __forceinline__ uint32_t e2m1_pair(const uint32_t *lq, uint32_t word, int i) {
-    return VAR == 2 ? lq[byte_of(word, i) << 5] : lq[byte_of(word, i)];
-}
-
 /* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 255.
  * Ends with no copy in flight; the caller syncs before the stages are reused. */
 template <int MT, int VAR>
@@ -202,7 +195,7 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
                     uint32_t word = j ? bq[nt].y : bq[nt].x;
 #pragma unroll
                     for (int i = 0; i < 4; i++)
-                        bw[nt][i] = bf16x2_mul(e2m1_pair<VAR>(lq, word, i), s2[nt]);
+                        bw[nt][i] = bf16x2_mul(e2m1_pair<VAR == 2>(lq, word, i), s2[nt]);
                 }
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
@@ -234,7 +227,7 @@ tiled_tile(tiled_stage<MT> *st, const uint32_t *lut, const uint32_t *slut, int32
                     uint32_t bw[4];
 #pragma unroll
                     for (int i = 0; i < 4; i++)
-                        bw[i] = bf16x2_mul(e2m1_pair<VAR>(lq, word, i), s2[nt]);
+                        bw[i] = bf16x2_mul(e2m1_pair<VAR == 2>(lq, word, i), s2[nt]);
 #pragma unroll
                     for (int mt = 0; mt < MT; mt++) {
                         if (mt >= mt_used)

@@ -38,6 +38,13 @@ __device__ __forceinline__ uint32_t byte_of(uint32_t w, int i) {
     return __byte_perm(w, 0u, 0x4440u + (uint32_t)i);
 }
 
+/* The BF16 pair of byte i of `word` from the E2M1 pair table: lq is the table or, for the table
+ * replicated per lane (REP), this lane's column of it (lut + lane). */
+template <bool REP>
+__device__ __forceinline__ uint32_t e2m1_pair(const uint32_t *lq, uint32_t word, int i) {
+    return REP ? lq[byte_of(word, i) << 5] : lq[byte_of(word, i)];
+}
+
 /* E4M3 scale byte -> its value as a BF16 pair (exact: 4 significant bits), all 256 bytes. */
 __device__ __forceinline__ void e4m3_bf16x2_lut(uint32_t *slut) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) {

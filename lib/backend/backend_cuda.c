@@ -114,7 +114,7 @@ static int cuda_bench_moe(nvf_backend *b, nvf_moe_bench_result *out,
                           int w4a4, int runs, const volatile sig_atomic_t *stop) {
     nvf_cuda_moe_bench_shape s = {shape->hidden,     shape->inter, shape->n_experts_total,
                                   shape->n_local,    shape->top_k, shape->router,
-                                  shape->random_bias};
+                                  shape->router_bias};
     nvf_cuda_moe_bench_result *r = calloc(n ? n : 1, sizeof *r);
     if (!r)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the bench results");

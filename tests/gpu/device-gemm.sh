@@ -70,20 +70,24 @@ fi
 # SASS of the GEMM kernels (instruction histograms), when cuobjdump is there.
 if command -v cuobjdump >/dev/null || [ -x /usr/local/cuda/bin/cuobjdump ]; then
     CUOBJ=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
-    "$CUOBJ" -sass -fun moe_gemm "$BIN" >"$res/sass-gemm.txt" 2>&1 || "$CUOBJ" -sass "$BIN" >"$res/sass-gemm.txt" 2>&1
-    python3 - "$res/sass-gemm.txt" <<'PY' >"$res/sass-hist.txt"
+    # the whole SASS (-fun takes no part of a mangled name), the GEMM kernels' kept
+    "$CUOBJ" -sass "$BIN" >"$res/sass-all.txt" 2>&1
+    python3 - "$res/sass-all.txt" "$res/sass-gemm.txt" <<'PY' >"$res/sass-hist.txt"
 import re, sys, collections
 text = open(sys.argv[1]).read()
+keep = open(sys.argv[2], "w")
 for f in re.split(r"\n\s*Function : ", text)[1:]:
     name = f.split("\n", 1)[0].strip()
     if "moe_gemm" not in name:
         continue
+    keep.write("Function : " + f + "\n")
     ins = re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", f)
     hist = collections.Counter(i.split(".")[0] for i in ins)
     print("==", name, "static instructions", len(ins))
     print("  ", " ".join("%s:%d" % kv for kv in hist.most_common()))
 PY
     head -40 "$res/sass-hist.txt"
+    rm -f "$res/sass-all.txt"
 fi
 NVFP4_MOE_GEMM=$first NVFP4_NCU_MODE=times OUT=$res/ncu-times bash tests/gpu/device-ncu.sh || rc=1
 if [ "${NVFP4_GEMM_NCU:-0}" = 1 ]; then

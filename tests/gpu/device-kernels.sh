@@ -5,7 +5,7 @@
 # tile switch (NVFP4_MOE_TILE64_ROWS). Outputs under $OUT, tarred to $OUT/kernels.tgz.
 #   NVFP4_BIN, NVFP4_TESTS, NVFP4_COMMIT as for device-profile.sh; NVFP4_MOE_SHAPES (empty: no bench),
 #   NVFP4_MOE_TOKENS, NVFP4_MOE_VERSIONS (default "v5 v4"; v5 is the default kernel), NVFP4_MOE_SWEEP (switch values,
-#   default "16 48"; empty: none).
+#   default "16 48"; empty: none), NVFP4_MOE_ROUTER_BIAS (DeepSeek-V3's --router-bias, default 0).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out/kernels}
@@ -55,18 +55,20 @@ for r in d["results"]:
 PY
 }
 for s in ${NVFP4_MOE_SHAPES-deepseek-v3 qwen3-30b-a3b gpt-oss-120b}; do
-    python3 bench/moe_baseline.py --shape "$s" --tokens "$tokens" --out "$res/bf16-$s.json" \
+    rb=()
+    [ "$s" = deepseek-v3 ] && rb=(--router-bias "${NVFP4_MOE_ROUTER_BIAS:-0}")
+    python3 bench/moe_baseline.py --shape "$s" --tokens "$tokens" "${rb[@]}" --out "$res/bf16-$s.json" \
         >"$res/bf16-$s.log" 2>&1 || { echo "baseline $s failed"; tail -5 "$res/bf16-$s.log"; rc=1; }
     for v in $versions; do
         prec=w4a16
         [ "$v" = "${versions%% *}" ] && prec=all
-        NVFP4_MOE_GEMM=$v "$BIN" bench moe --device cuda --shape "$s" --tokens "$tokens" \
+        NVFP4_MOE_GEMM=$v "$BIN" bench moe --device cuda --shape "$s" --tokens "$tokens" "${rb[@]}" \
             --precision $prec --baseline "$res/bf16-$s.json" --json >"$res/moe-$v-$s.json" \
             2>"$res/moe-$v-$s.err" || { echo "bench $v $s failed"; tail -5 "$res/moe-$v-$s.err"; rc=1; }
         summary "$res/moe-$v-$s.json" "$v $s"
     done
     for sw in ${NVFP4_MOE_SWEEP-16 48}; do
-        NVFP4_MOE_TILE64_ROWS=$sw "$BIN" bench moe --device cuda --shape "$s" --tokens "$tokens" \
+        NVFP4_MOE_TILE64_ROWS=$sw "$BIN" bench moe --device cuda --shape "$s" --tokens "$tokens" "${rb[@]}" \
             --precision w4a16 --baseline "$res/bf16-$s.json" --json >"$res/moe-sw$sw-$s.json" \
             2>"$res/moe-sw$sw-$s.err" || { echo "bench sw$sw $s failed"; rc=1; }
         summary "$res/moe-sw$sw-$s.json" "tile64>=$sw $s"

@@ -150,6 +150,9 @@ int nvf_cuda_moe_gemm_step(int64_t k, int32_t tile_rows);
 /** Weight rows one CTA of the GEMM covers for K and the tile height (128 or 256). */
 int nvf_cuda_moe_gemm_cta_rows(int64_t k, int32_t tile_rows);
 
+/** CTAs of that GEMM one SM runs at once (its registers and shared memory allow). */
+int nvf_cuda_moe_gemm_ctas_per_sm(int64_t k, int32_t tile_rows);
+
 int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                       const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k,
                       int chunks_per_split, const nvf_cuda_moe_plan *plan,
@@ -161,9 +164,10 @@ int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint16_t *a, int
 typedef struct nvf_cuda_moe_bench_shape {
     int64_t hidden, inter, n_experts_total, n_local, top_k;
     /* the model's router (its n_experts and top_k are n_experts_total and top_k, set by the
-     * bench); with random_bias a correction bias uniform in (-0.1, 0.1), drawn once per call */
+     * bench); with router_bias > 0 a correction bias uniform in (-router_bias, router_bias),
+     * drawn once per call */
     nvf_moe_router router;
-    int32_t random_bias;
+    float router_bias;
 } nvf_cuda_moe_bench_shape;
 
 /** One row of `bench moe`. */

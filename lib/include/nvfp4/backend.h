@@ -191,9 +191,10 @@ int nvf_backend_moe(nvf_backend *b, float *y, const uint16_t *x, int64_t t, cons
 typedef struct nvf_moe_bench_shape {
     int64_t hidden, inter, n_experts_total, n_local, top_k;
     /* the model's router (n_experts and top_k are n_experts_total and top_k, set by the bench);
-     * with random_bias a correction bias uniform in (-0.1, 0.1), drawn once per call */
+     * with router_bias > 0 a correction bias uniform in (-router_bias, router_bias), drawn once
+     * per call (DeepSeek-V3's router) */
     nvf_moe_router router;
-    int32_t random_bias;
+    float router_bias;
 } nvf_moe_bench_shape;
 
 /** One token count of nvf_backend_bench_moe. */

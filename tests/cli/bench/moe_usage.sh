@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench moe times GPU kernels: on the CPU it is a usage error (exit 2) naming --device cuda;
 # without a usable GPU --device cuda is exit 4. On a GPU machine: a bad shape, token list,
-# precision or --ep is exit 2 naming the value, and one small run prints its table.
+# precision, --ep or --router-bias is exit 2 naming the value, a baseline routed with another
+# router bias is exit 3 naming it, and one small run prints its table.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
@@ -18,12 +19,20 @@ expect 2 "--shape llama" -- "$NVFP4TOOL" bench moe --device cuda --shape llama
 expect 2 "--tokens 1,x" -- "$NVFP4TOOL" bench moe --device cuda --tokens 1,x
 expect 2 "--precision fp8" -- "$NVFP4TOOL" bench moe --device cuda --precision fp8
 expect 2 "--ep 3 does not divide" -- "$NVFP4TOOL" bench moe --device cuda --ep 3
+expect 2 "--router-bias 2: expected a number in [0, 1]" -- "$NVFP4TOOL" bench moe --device cuda \
+    --router-bias 2
+expect 2 "qwen3-30b-a3b router takes no correction bias" -- "$NVFP4TOOL" bench moe --device cuda \
+    --shape qwen3-30b-a3b --router-bias 0.1
+# a baseline of the script before --router-bias drew DeepSeek-V3's bias in (-0.1, 0.1)
+echo '{"shape": "deepseek-v3", "ep": 8, "results": [{"tokens": 1, "ms": 1.0}]}' >"$tmp/old.json"
+expect 3 "routed with router bias 0.1, this bench with 0" -- "$NVFP4TOOL" bench moe --device cuda \
+    --tokens 1 --runs 1 --baseline "$tmp/old.json"
 "$NVFP4TOOL" bench moe --device cuda --shape qwen3-30b-a3b --tokens 1,37 --runs 3 --json \
     >"$tmp/b.json"
 "$NVFP4_PYTHON" - "$tmp/b.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["bench"] == "moe" and d["shape"] == "qwen3-30b-a3b", d
+assert d["bench"] == "moe" and d["shape"] == "qwen3-30b-a3b" and d["router_bias"] == 0, d
 rows = d["results"]
 assert [(r["tokens"], r["precision"]) for r in rows] == \
     [(1, "w4a16"), (37, "w4a16"), (1, "w4a4"), (37, "w4a4")], rows
