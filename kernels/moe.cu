@@ -401,8 +401,8 @@ done:
 /* Rows per expert (on average) from which tiles of `rows` rows are used: 64-row tiles from 32
  * (bench moe at e6cdf1b: at 32 rows 64-row tiles beat 16-row ones by 1.16x on DeepSeek-V3, at 16
  * rows they lose), 32-row tiles from 16 (DeepSeek-V3 with balanced routing on the H200, kernel
- * v6: at 8 rows per expert, 256 tokens, 16-row tiles take 0.554 ms and 32-row ones 0.592; at 16
- * rows, 512 tokens, 32-row tiles 0.62 and 16-row ones 0.85; bench/results/gemm-h200-v6/);
+ * v6: at 8 rows per expert, 256 tokens, 16-row tiles take 0.554 ms and 32-row ones 0.59-0.61; at
+ * 16 rows, 512 tokens, 32-row tiles 0.62 and 16-row ones 0.85; bench/results/gemm-h200-v6/c3-cap);
  * NVFP4_MOE_TILE64_ROWS and NVFP4_MOE_TILE32_ROWS change them (for `bench moe` sweeps; 8 was the
  * 32-row switch before). Read once. */
 static int64_t tile_rows_from(int32_t rows) {
@@ -444,13 +444,13 @@ static int64_t expected_tiles(int64_t local, int64_t E, int32_t rows) {
  * SPLIT_SLOTS slots). With 16-row tiles and more CTAs than the SMs hold at once, they run in
  * waves, and a grid that is not a whole number of them leaves SMs idle in the last: there the
  * splits (up to what the workspace holds) that minimize waves x (chunks per CTA +
- * SPLIT_CTA_CHUNKS), if 5% below unsplit. On the H200 (bench moe, DeepSeek-V3 balanced routing,
- * bench/results/gemm-h200-v6/) that took 32 and 64 tokens from 0.365 and 0.455 ms to 0.343 and
- * 0.425 (FC1's 645 CTAs, 1.2 waves of 528, in 4 splits). Without the CTA term the rule also
- * split 32- and 64-row tiles and short K loops, which lost up to 30% (GPT-OSS-120B at 1024
- * tokens). NVFP4_MOE_SPLITS=fill keeps the first rule only (for sweeps). The K chunks
- * (64 values) are dealt in ranges of *cps; the return value is the number of ranges, which is
- * what the GEMM launches and the epilogue sums. */
+ * SPLIT_CTA_CHUNKS), if 5% below unsplit. On the H200 (bench moe, DeepSeek-V3 balanced routing;
+ * bench/results/gemm-h200-v6/c7-waves/ and final-h200-11f66b6/) 32 and 64 tokens took 0.365 and
+ * 0.455 ms with the first rule only, 0.341 and 0.426 with this one (FC1's 645 CTAs, 1.2 waves of
+ * 528, in 3 splits). Without the CTA term the rule also split 32- and 64-row tiles and short K
+ * loops, which lost up to 30% (GPT-OSS-120B at 1024 tokens). NVFP4_MOE_SPLITS=fill keeps the
+ * first rule only (for sweeps). The K chunks (64 values) are dealt in ranges of *cps; the return
+ * value is the number of ranges, which is what the GEMM launches and the epilogue sums. */
 static int splits_for(int *cps, const nvf_cuda_moe *m, int64_t slots, int64_t tiles_est, int64_t n,
                       int64_t k, int32_t tile_rows) {
     static int fill_only = -1;

@@ -14,8 +14,8 @@
  * are stored with their eight 16-byte pieces XOR-swizzled by the row (r & 7), so that the eight
  * rows a warp reads at once fall in different banks. Needs K % 32 == 0 (16-byte weight pieces).
  * In a 64-row tile, the 16-row groups beyond its expert's rows load no A fragments and run no
- * MMAs, the weights are turned into BF16 for all four n-tiles before the MMAs, and (kernel v5,
- * the default, where K >= 2560: moe_gemm.cu) the E2M1 pair table is replicated per lane
+ * MMAs, the weights are turned into BF16 for all four n-tiles before the MMAs, and (from kernel
+ * v5, where K >= 2560: moe_gemm.cu) the E2M1 pair table is replicated per lane
  * (moe_mma.h). bench moe on the H200 at 1024-4096 tokens: 2-4% faster with the table than
  * without (5517e83, bench/results/gemm-h200-5517e83/), 4-12% faster than c739446's kernel
  * (0e8fd9f, final-h200-0e8fd9f/tiles-*.json); for 16- and 32-row tiles each of the three was

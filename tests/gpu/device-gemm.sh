@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the device machine with carried binaries (see device-profile.sh): kernel versions side
-# by side, for GEMM work. Per version in NVFP4_MOE_VERSIONS (default "v5 v4"): gpu_test_moe_cuda
+# by side, for GEMM work. Per version in NVFP4_MOE_VERSIONS (default "v6 v5"): gpu_test_moe_cuda
 # under NVFP4_MOE_GEMM=version, then `bench moe` (W4A16, no baseline) on NVFP4_MOE_SHAPES
 # (default deepseek-v3) at NVFP4_MOE_TOKENS, the versions interleaved twice (A B A B) so that a
 # drift of the machine shows; then tests/gpu/device-ncu.sh times for the first version and, with
@@ -12,7 +12,7 @@ res=$OUT/res
 mkdir -p "$res"
 . tests/gpu/device-env.sh
 TESTS=$PWD/${NVFP4_TESTS:-build-gpu/tests}
-versions=${NVFP4_MOE_VERSIONS:-v5 v4}
+versions=${NVFP4_MOE_VERSIONS:-v6 v5}
 tokens=${NVFP4_MOE_TOKENS:-1,16,64,128,256,512,1024,4096}
 rc=0
 echo "commit ${NVFP4_COMMIT:-unknown}" | tee "$res/commit.txt"

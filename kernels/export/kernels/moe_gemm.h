@@ -136,7 +136,7 @@ static inline int32_t nvf_cuda_moe_grid_tiles(const nvf_cuda_moe_plan *plan) {
 /** The same staged in shared memory (kernels/moe_gemm_tiled.cu), 16-, 32- or 64-row tiles;
  * K % 32 == 0. nvf_cuda_moe_gemm calls it where it applies. `variant`: 1, block scales read
  * from a 256-entry table of BF16 pairs (kernel v4); 2, also the E2M1 pair table replicated per
- * lane in 64-row tiles (v5, the default); 0, scales decoded per use. A 64-row tile's 16-row
+ * lane in 64-row tiles (v5 and v6, the default); 0, scales decoded per use. A 64-row tile's 16-row
  * groups holding none of its expert's rows are skipped. */
 int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                             const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k,
