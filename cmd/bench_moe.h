@@ -15,6 +15,7 @@ typedef struct bench_moe_args {
     const char *precision;   /* w4a16 | w4a4 | all (NULL: all) */
     const char *baseline;    /* JSON of bench/moe_baseline.py, or NULL */
     const char *router_bias; /* DeepSeek-V3's correction bias range R: (-R, R) (NULL: 0) */
+    int eager;               /* launch the kernels one by one instead of a CUDA graph */
     long ep;                 /* expert-parallel ranks (0: 8 for deepseek-v3, else 1) */
     long runs;
     int json;

@@ -24,6 +24,7 @@
 
 static cli_common g_common;
 static long g_size_mb = 0, g_runs = 0, g_cols = 7168, g_config = -1, g_ep = 0;
+static int g_eager;
 static const char *g_shape, *g_tokens, *g_precision, *g_baseline, *g_router_bias;
 
 static const cli_opt k_opts[] = {
@@ -47,6 +48,9 @@ static const cli_opt k_opts[] = {
     {"router-bias", "R", CLI_STRING, &g_router_bias,
      "moe, deepseek-v3: a correction bias uniform in (-R, R), drawn once (default 0: every "
      "expert equally likely, as the model's trained bias makes it)"},
+    {"eager", NULL, CLI_FLAG, &g_eager,
+     "moe: launch the block's kernels one by one (default: capture them once per token count "
+     "and replay the CUDA graph, as bench/moe_baseline.py does the BF16 block)"},
 };
 
 static const cli_spec k_spec = {
@@ -274,8 +278,8 @@ int cmd_bench(int argc, char **argv) {
     if (st < 0)
         return cli_fail(k_spec.name, st);
     if (moe) {
-        bench_moe_args a = {g_shape,       g_tokens, g_precision, g_baseline,
-                            g_router_bias, g_ep,     g_runs,      g_common.json};
+        bench_moe_args a = {g_shape, g_tokens, g_precision, g_baseline,   g_router_bias,
+                            g_eager, g_ep,     g_runs,      g_common.json};
         rc = bench_moe(b, &dev, &a, &k_spec);
     } else {
         rc = bench_quant(b, &dev, threads);

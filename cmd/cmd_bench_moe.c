@@ -175,7 +175,7 @@ int bench_moe(nvf_backend *b, const nvf_device *dev, const bench_moe_args *a,
     }
     const volatile sig_atomic_t *stop = cli_catch_stop_signals();
     nvf_moe_bench_shape s = {sh->hidden, sh->inter,  sh->experts, sh->experts / ep,
-                             sh->top_k,  sh->router, bias};
+                             sh->top_k,  sh->router, bias,        a->eager};
     nvf_moe_bench_result r16[MAX_TOKENS], r4[MAX_TOKENS];
     int rc = EXIT_OK, st = 0;
     if (do16)
@@ -198,17 +198,18 @@ int bench_moe(nvf_backend *b, const nvf_device *dev, const bench_moe_args *a,
     cJSON_AddNumberToObject(js, "top_k", (double)sh->top_k);
     cJSON_AddStringToObject(js, "routing", nvf_moe_route_name((nvf_moe_route)sh->router.kind));
     cJSON_AddNumberToObject(js, "router_bias", (double)bias);
+    cJSON_AddBoolToObject(js, "graph", !a->eager);
     cJSON_AddNumberToObject(js, "ep", (double)ep);
     cJSON_AddNumberToObject(js, "runs", (double)a->runs);
     cJSON_AddNumberToObject(js, "copy_gb_per_s", copy);
     cJSON *arr = cJSON_AddArrayToObject(js, "results");
     if (!a->json) {
         printf("bench moe: %s (H %lld, I %lld, %lld of %lld experts, top-%lld, %s routing, "
-               "router bias %g), device %s, median of %ld runs (CUDA events)\n",
+               "router bias %g), device %s, median of %ld runs (CUDA events, %s)\n",
                sh->name, (long long)sh->hidden, (long long)sh->inter, (long long)s.n_local,
                (long long)sh->experts, (long long)sh->top_k,
-               nvf_moe_route_name((nvf_moe_route)sh->router.kind), (double)bias, dev->name,
-               a->runs);
+               nvf_moe_route_name((nvf_moe_route)sh->router.kind), (double)bias, dev->name, a->runs,
+               a->eager ? "kernels launched one by one" : "a CUDA graph replayed");
         printf("device-to-device copy: %.1f GB/s (read + write)\n", copy);
         printf("%7s %-6s %9s %9s %10s %7s %8s %9s %7s\n", "tokens", "prec", "ms", "TFLOP/s",
                "weight GB/s", "% HBM", "experts", "BF16 ms", "x BF16");

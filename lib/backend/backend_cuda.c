@@ -112,9 +112,9 @@ static int cuda_moe(nvf_backend *b, float *y, const uint16_t *x, int64_t t, cons
 static int cuda_bench_moe(nvf_backend *b, nvf_moe_bench_result *out,
                           const nvf_moe_bench_shape *shape, const int64_t *tokens, size_t n,
                           int w4a4, int runs, const volatile sig_atomic_t *stop) {
-    nvf_cuda_moe_bench_shape s = {shape->hidden,     shape->inter, shape->n_experts_total,
-                                  shape->n_local,    shape->top_k, shape->router,
-                                  shape->router_bias};
+    nvf_cuda_moe_bench_shape s = {shape->hidden,      shape->inter, shape->n_experts_total,
+                                  shape->n_local,     shape->top_k, shape->router,
+                                  shape->router_bias, shape->eager};
     nvf_cuda_moe_bench_result *r = calloc(n ? n : 1, sizeof *r);
     if (!r)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the bench results");

@@ -168,6 +168,7 @@ typedef struct nvf_cuda_moe_bench_shape {
      * drawn once per call */
     nvf_moe_router router;
     float router_bias;
+    int32_t eager; /* kernels launched one by one (0: a CUDA graph per token count) */
 } nvf_cuda_moe_bench_shape;
 
 /** One row of `bench moe`. */

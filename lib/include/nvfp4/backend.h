@@ -195,6 +195,9 @@ typedef struct nvf_moe_bench_shape {
      * per call (DeepSeek-V3's router) */
     nvf_moe_router router;
     float router_bias;
+    /* launch the block's kernels one by one (0: capture them once per token count and replay
+     * the CUDA graph, its input copied in before each timed run) */
+    int32_t eager;
 } nvf_moe_bench_shape;
 
 /** One token count of nvf_backend_bench_moe. */

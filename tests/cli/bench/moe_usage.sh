@@ -2,7 +2,8 @@
 # bench moe times GPU kernels: on the CPU it is a usage error (exit 2) naming --device cuda;
 # without a usable GPU --device cuda is exit 4. On a GPU machine: a bad shape, token list,
 # precision, --ep or --router-bias is exit 2 naming the value, a baseline routed with another
-# router bias is exit 3 naming it, and one small run prints its table.
+# router bias is exit 3 naming it, and one small run prints its table, replaying a CUDA graph of
+# the block or (--eager) launching its kernels one by one.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
@@ -29,10 +30,15 @@ expect 3 "routed with router bias 0.1, this bench with 0" -- "$NVFP4TOOL" bench 
     --tokens 1 --runs 1 --baseline "$tmp/old.json"
 "$NVFP4TOOL" bench moe --device cuda --shape qwen3-30b-a3b --tokens 1,37 --runs 3 --json \
     >"$tmp/b.json"
-"$NVFP4_PYTHON" - "$tmp/b.json" <<'PY'
+"$NVFP4TOOL" bench moe --device cuda --shape qwen3-30b-a3b --tokens 1,37 --runs 3 --json \
+    --eager >"$tmp/e.json"
+"$NVFP4_PYTHON" - "$tmp/b.json" "$tmp/e.json" <<'PY'
 import json, sys
-d = json.load(open(sys.argv[1]))
+d, e = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 assert d["bench"] == "moe" and d["shape"] == "qwen3-30b-a3b" and d["router_bias"] == 0, d
+assert d["graph"] is True and e["graph"] is False, (d["graph"], e["graph"])
+# the same routing and weights either way: the experts reached agree
+assert [r["active_experts"] for r in d["results"]] == [r["active_experts"] for r in e["results"]]
 rows = d["results"]
 assert [(r["tokens"], r["precision"]) for r in rows] == \
     [(1, "w4a16"), (37, "w4a16"), (1, "w4a4"), (37, "w4a4")], rows
