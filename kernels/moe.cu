@@ -20,9 +20,9 @@
 
 #include <inttypes.h>
 #include <math.h>
-#include <string.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define FULL_MASK 0xFFFFFFFFu
 

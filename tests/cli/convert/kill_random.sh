@@ -2,7 +2,8 @@
 # kill -9 of `convert` at random points, then `convert --resume`: the result is byte-identical to
 # an uninterrupted conversion, every file of it (issue 14).
 #   1. Five kills in one DST, one after the other (each run a --resume of the last): the k-th
-#      when DST holds a random fraction in [(k-1)/5, k/5) x 0.9 of the output's shard bytes.
+#      when DST holds a random fraction in [(k-1)/5, k/5) x 0.9 of the output's shard bytes,
+#      the runs' writes slowed by the shim so that the poller gets there first.
 #      The fractions come from a seeded RNG; the seed is printed (NVFP4_KILL_SEED=S repeats a
 #      run). A last --resume finishes.
 #   2. Kills in the finish, by an LD_PRELOAD shim (kill_shim.c) on rename(): with the last shard
@@ -53,8 +54,12 @@ rng = random.Random(int(sys.argv[1]))
 for k in range(5):
     print(int((k + rng.random()) / 5 * 0.9 * int(sys.argv[2])))' "$seed" "$total")
 echo "seed $seed (NVFP4_KILL_SEED repeats it): kill -9 at ${points[*]} of $total shard bytes"
+# Writes throttled to 32 KiB a millisecond (the shim), so that a run cannot get from a kill
+# point to its end between two polls on a busy machine (unthrottled, 10 MB take a few ms).
 for at in "${points[@]}"; do
-    "$NVFP4TOOL" convert "$w/src" "$w/dst" "${opts[@]}" --resume >/dev/null 2>"$tmp/err" &
+    KILL_WRITE_CHUNK=32768 KILL_WRITE_DELAY_US=1000 LD_PRELOAD="$tmp/kill_shim.so" \
+        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+        "$NVFP4TOOL" convert "$w/src" "$w/dst" "${opts[@]}" --resume >/dev/null 2>"$tmp/err" &
     pid=$!
     while kill -0 $pid 2>/dev/null && [ "$(dst_bytes)" -lt "$at" ]; do sleep 0.002; done
     rc=0

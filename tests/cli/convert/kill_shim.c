@@ -3,6 +3,9 @@
  * $KILL_AT kills the process with SIGKILL, before the rename (KILL_WHEN=before: the temporary
  * file complete, the final name absent) or right after it (KILL_WHEN=after). A deterministic
  * kill -9 at one step of the finish of a conversion (index, configs, journal, manifest).
+ * With $KILL_WRITE_CHUNK, write() writes at most that many bytes a call and first sleeps
+ * $KILL_WRITE_DELAY_US microseconds: a conversion slow enough for a poller to stop it at a given
+ * size (callers of write() loop over short writes, as POSIX allows them).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -10,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int rename(const char *from, const char *to) {
     static int (*real)(const char *, const char *);
@@ -26,4 +30,18 @@ int rename(const char *from, const char *to) {
     if (hit)
         raise(SIGKILL);
     return rc;
+}
+
+ssize_t write(int fd, const void *buf, size_t n) {
+    static ssize_t (*real)(int, const void *, size_t);
+    if (!real)
+        real = (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+    const char *chunk = getenv("KILL_WRITE_CHUNK"), *delay = getenv("KILL_WRITE_DELAY_US");
+    if (chunk && atol(chunk) > 0) {
+        if ((size_t)atol(chunk) < n)
+            n = (size_t)atol(chunk);
+        if (delay)
+            usleep((useconds_t)atol(delay));
+    }
+    return real(fd, buf, n);
 }
