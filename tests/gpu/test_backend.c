@@ -15,6 +15,9 @@
  */
 #include "check.h"
 
+#define GPU_GEN_SEED 0x9E3779B97F4A7C15ull
+#include "gpu_gen.h"
+
 #include "nvfp4/backend.h"
 #include "nvfp4/device.h"
 #include "nvfp4/format.h"
@@ -25,9 +28,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-#define SEED 0x9E3779B97F4A7C15ull
-
-static uint64_t g_rng = SEED;
 static nvf_backend *g_cpu, *g_gpu;
 static int g_shown;
 
@@ -40,20 +40,6 @@ static const nvf_quant_params k_variants[] = {
     {NVF_QUANT_METHOD_4OVER6, NVF_QUANT_ERROR_MAE, NVF_QUANT_DOMAIN_ORIGINAL, 448},
 };
 #define N_VARIANTS ((int)(sizeof k_variants / sizeof k_variants[0]))
-
-static uint32_t rnd32(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 16);
-}
-
-static float gauss(void) {
-    float a = 0.0f;
-    for (int k = 0; k < 4; k++)
-        a += (float)(rnd32() >> 8) / 16777216.0f;
-    return (a - 2.0f) * 1.7320508f;
-}
 
 /* gen: 0 gauss, 1 hard finite, 2 hard with NaN/Inf, 3 zeros, 4 beyond BF16 (F32 only). */
 static float value(int gen) {
@@ -92,38 +78,6 @@ static float value(int gen) {
         break;
     }
     return (rnd32() & 1) ? -v : v;
-}
-
-static void put(uint8_t *p, nvf_dtype d, size_t i, float f) {
-    uint32_t b = nvf_f32_bits(f);
-    switch (d) {
-    case NVF_DTYPE_F32:
-        memcpy(p + 4 * i, &f, 4);
-        break;
-    case NVF_DTYPE_BF16: {
-        uint16_t h = nvf_f32_to_bf16_rn(f);
-        memcpy(p + 2 * i, &h, 2);
-        break;
-    }
-    case NVF_DTYPE_F16: { /* truncating: any F16 bit pattern is a valid input */
-        uint32_t e = (b >> 23) & 0xFF;
-        uint16_t h = (uint16_t)((b >> 16) & 0x8000u);
-        if (e == 0xFF)
-            h |= (uint16_t)(0x7C00u | ((b & 0x7FFFFFu) ? 0x200u : 0u));
-        else if (e > 142)
-            h |= 0x7BFF;
-        else if (e >= 113)
-            h |= (uint16_t)(((e - 112) << 10) | ((b >> 13) & 0x3FFu));
-        memcpy(p + 2 * i, &h, 2);
-        break;
-    }
-    case NVF_DTYPE_F8_E5M2:
-        p[i] = (uint8_t)(nvf_f32_to_bf16_rn(f) >> 8);
-        break;
-    default:
-        p[i] = nvf_f32_to_e4m3_sat(f);
-        break;
-    }
 }
 
 /* A test tensor: its source and the buffers it owns. */
@@ -520,7 +474,7 @@ int main(void) {
     CHECK_MSG(rg == 0, "open cuda:0: %s", nvf_error_last());
     if (rc != 0 || rg != 0)
         return check_summary("test_backend");
-    printf("test_backend: seed 0x%016llx\n", (unsigned long long)SEED);
+    printf("test_backend: seed 0x%016llx\n", (unsigned long long)GPU_GEN_SEED);
     const size_t chunks[] = {0, 4096};
     for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
         printf("chunk %zu\n", chunks[k]);

@@ -20,6 +20,9 @@
  */
 #include "check.h"
 
+#define GPU_GEN_SEED 0x9E3779B97F4A7C15ull
+#include "gpu_gen.h"
+
 #include "moe/moe_weights.h"
 #include "nvfp4/backend.h"
 #include "nvfp4/device.h"
@@ -31,22 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SEED 0x9E3779B97F4A7C15ull
-
-static uint64_t g_rng = SEED;
 static nvf_backend *g_gpu;
-
-static uint32_t rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 32);
-}
-
-/* uniform in (-1, 1) */
-static float urand(void) {
-    return ((float)(rnd() >> 8) / 16777216.0f) * 2.0f - 1.0f;
-}
 
 /* One projection of one expert: codes [rows, cols/2] and linear scales [rows, cols/16]. */
 typedef struct proj {
@@ -431,7 +419,7 @@ int main(void) {
     CHECK_MSG(rg == 0, "open cuda:0: %s", nvf_error_last());
     if (rg != 0)
         return check_summary("test_moe_cuda");
-    printf("test_moe_cuda: seed 0x%016llx\n", (unsigned long long)SEED);
+    printf("test_moe_cuda: seed 0x%016llx\n", (unsigned long long)GPU_GEN_SEED);
     const nvf_quant_method rtn = NVF_QUANT_METHOD_RTN, fo6 = NVF_QUANT_METHOD_4OVER6;
     const tcase cases[] = {
         {"random silu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},

@@ -13,6 +13,9 @@
  */
 #include "check.h"
 
+#define GPU_GEN_SEED 0x2545F4914F6CDD1Dull
+#include "gpu_gen.h"
+
 #include "nvfp4/backend.h"
 #include "nvfp4/device.h"
 #include "nvfp4/moe.h"
@@ -22,22 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SEED 0x2545F4914F6CDD1Dull
-
-static uint64_t g_rng = SEED;
 static nvf_backend *g_gpu;
-
-static uint32_t rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 32);
-}
-
-/* uniform in (-1, 1) */
-static float urand(void) {
-    return ((float)(rnd() >> 8) / 16777216.0f) * 2.0f - 1.0f;
-}
 
 typedef enum fill_kind {
     FILL_UNIFORM,   /* (-4, 4) */
@@ -186,7 +174,7 @@ int main(void) {
     CHECK_MSG(rg == 0, "open cuda:0: %s", nvf_error_last());
     if (rg != 0)
         return check_summary("test_moe_route_cuda");
-    printf("test_moe_route_cuda: seed 0x%016llx\n", (unsigned long long)SEED);
+    printf("test_moe_route_cuda: seed 0x%016llx\n", (unsigned long long)GPU_GEN_SEED);
     const nvf_moe_route S = NVF_MOE_ROUTE_SOFTMAX_TOPK, G = NVF_MOE_ROUTE_SIGMOID_TOPK,
                         D = NVF_MOE_ROUTE_DEEPSEEK_V3, X = NVF_MOE_ROUTE_TOPK_SOFTMAX;
     /* route, E, top_k, renormalize, n_group, topk_group, scale, bias */

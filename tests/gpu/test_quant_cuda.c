@@ -9,6 +9,9 @@
  */
 #include "check.h"
 
+#define GPU_GEN_SEED 0x2545F4914F6CDD1Dull
+#include "gpu_gen.h"
+
 #include "nvfp4/backend.h"
 #include "nvfp4/device.h"
 #include "nvfp4/format.h"
@@ -18,25 +21,6 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
-
-#define SEED 0x2545F4914F6CDD1Dull
-
-static uint64_t g_rng = SEED;
-
-static uint32_t rnd32(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 16);
-}
-
-/* Close to N(0,1): four uniforms. */
-static float gauss(void) {
-    float a = 0.0f;
-    for (int k = 0; k < 4; k++)
-        a += (float)(rnd32() >> 8) / 16777216.0f;
-    return (a - 2.0f) * 1.7320508f;
-}
 
 static float hard(int nonfinite) {
     static const float grid[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
@@ -68,39 +52,6 @@ static float hard(int nonfinite) {
         break;
     }
     return (rnd32() & 1) ? -v : v;
-}
-
-/* Store f as dtype d at element i of buffer p. */
-static void put(uint8_t *p, nvf_dtype d, size_t i, float f) {
-    uint32_t b = nvf_f32_bits(f);
-    switch (d) {
-    case NVF_DTYPE_F32:
-        memcpy(p + 4 * i, &f, 4);
-        break;
-    case NVF_DTYPE_BF16: {
-        uint16_t h = nvf_f32_to_bf16_rn(f);
-        memcpy(p + 2 * i, &h, 2);
-        break;
-    }
-    case NVF_DTYPE_F16: { /* truncating conversion: any F16 bit pattern is a valid input */
-        uint32_t e = (b >> 23) & 0xFF;
-        uint16_t h = (uint16_t)((b >> 16) & 0x8000u);
-        if (e == 0xFF)
-            h |= (uint16_t)(0x7C00u | ((b & 0x7FFFFFu) ? 0x200u : 0u));
-        else if (e > 142)
-            h |= 0x7BFF;
-        else if (e >= 113)
-            h |= (uint16_t)(((e - 112) << 10) | ((b >> 13) & 0x3FFu));
-        memcpy(p + 2 * i, &h, 2);
-        break;
-    }
-    case NVF_DTYPE_F8_E5M2:
-        p[i] = (uint8_t)(nvf_f32_to_bf16_rn(f) >> 8);
-        break;
-    default:
-        p[i] = nvf_f32_to_e4m3_sat(f);
-        break;
-    }
 }
 
 static int g_shown;
@@ -250,8 +201,8 @@ int main(void) {
         return check_summary("test_quant_cuda");
     int ncfg = nvf_backend_config_count(g_gpu);
     CHECK(ncfg > 0);
-    printf("test_quant_cuda: seed 0x%016llx, %d launch configurations\n", (unsigned long long)SEED,
-           ncfg);
+    printf("test_quant_cuda: seed 0x%016llx, %d launch configurations\n",
+           (unsigned long long)GPU_GEN_SEED, ncfg);
     const size_t chunks[] = {0, 4096};
     for (int c = 0; c < ncfg; c++) {
         for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {

@@ -1,0 +1,85 @@
+/*
+ * Test data for the GPU tests (tests/gpu): one xorshift64 generator, seeded per test with
+ * GPU_GEN_SEED (defined before this header), its 32-bit draws, near-normal floats, and stores of
+ * a float as a source dtype. Only tests include it.
+ */
+#ifndef NVFP4_TESTS_GPU_GEN_H
+#define NVFP4_TESTS_GPU_GEN_H
+
+#include "nvfp4/dtype.h"
+#include "nvfp4/format.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#ifndef GPU_GEN_SEED
+#error "define GPU_GEN_SEED (the test's seed) before including gpu_gen.h"
+#endif
+
+static uint64_t g_rng = GPU_GEN_SEED;
+
+/* The next state of the generator. */
+static inline uint64_t rnd64(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+/* 32 bits of the state: its middle (bits 16..47) or its top (32..63). */
+static inline uint32_t rnd32(void) {
+    return (uint32_t)(rnd64() >> 16);
+}
+
+static inline uint32_t rnd(void) {
+    return (uint32_t)(rnd64() >> 32);
+}
+
+/* Uniform in (-1, 1) from the top bits. */
+static inline float urand(void) {
+    return ((float)(rnd() >> 8) / 16777216.0f) * 2.0f - 1.0f;
+}
+
+/* Close to N(0,1): four uniforms. */
+static inline float gauss(void) {
+    float a = 0.0f;
+    for (int k = 0; k < 4; k++)
+        a += (float)(rnd32() >> 8) / 16777216.0f;
+    return (a - 2.0f) * 1.7320508f;
+}
+
+/* Store f as dtype d at element i of buffer p: F32, BF16 (nearest even), F16 (truncating: any
+ * F16 bit pattern is a valid input; Inf/NaN kept), E5M2 (BF16's top byte), E4M3 (saturating). */
+static inline void put(uint8_t *p, nvf_dtype d, size_t i, float f) {
+    uint32_t b = nvf_f32_bits(f);
+    switch (d) {
+    case NVF_DTYPE_F32:
+        memcpy(p + 4 * i, &f, 4);
+        break;
+    case NVF_DTYPE_BF16: {
+        uint16_t h = nvf_f32_to_bf16_rn(f);
+        memcpy(p + 2 * i, &h, 2);
+        break;
+    }
+    case NVF_DTYPE_F16: {
+        uint32_t e = (b >> 23) & 0xFF;
+        uint16_t h = (uint16_t)((b >> 16) & 0x8000u);
+        if (e == 0xFF)
+            h |= (uint16_t)(0x7C00u | ((b & 0x7FFFFFu) ? 0x200u : 0u));
+        else if (e > 142)
+            h |= 0x7BFF;
+        else if (e >= 113)
+            h |= (uint16_t)(((e - 112) << 10) | ((b >> 13) & 0x3FFu));
+        memcpy(p + 2 * i, &h, 2);
+        break;
+    }
+    case NVF_DTYPE_F8_E5M2:
+        p[i] = (uint8_t)(nvf_f32_to_bf16_rn(f) >> 8);
+        break;
+    default:
+        p[i] = nvf_f32_to_e4m3_sat(f);
+        break;
+    }
+}
+
+#endif
