@@ -8,6 +8,7 @@
  */
 #include "bench_moe.h"
 
+#include "nvfp4/fileio.h"
 #include "nvfp4/moe.h"
 #include "nvfp4/status.h"
 
@@ -81,34 +82,18 @@ static double baseline_ms(const cJSON *base, int64_t tokens) {
     return -1;
 }
 
+#define BASELINE_MAX_BYTES ((size_t)16 << 20) /* a few KB per shape in practice */
+
 /* The baseline's JSON for shape `sh`, `ep` and router bias `bias` ("router_bias"; a file
  * without it is from a script that drew DeepSeek-V3's bias in (-0.1, 0.1)). */
 static int load_baseline(cJSON **out, const char *path, const moe_shape *sh, int ep, float bias) {
     const char *shape = sh->name;
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return nvf_error_set(NVF_E_IO, "cannot open baseline '%s': %s", path, strerror(errno));
     char *buf = NULL;
-    size_t cap = 0, len = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 65536;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return nvf_error_set(NVF_E_NOMEM, "no memory for baseline '%s'", path);
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, 4096, f);
-        len += got;
-        if (got < 4096)
-            break;
-    }
-    fclose(f);
-    buf[len] = 0;
+    size_t len = 0;
+    int rc = nvf_file_read_all(&buf, &len, path, BASELINE_MAX_BYTES);
+    if (rc != NVF_OK)
+        return rc;
     cJSON *js = cJSON_Parse(buf);
     free(buf);
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(js, "shape");

@@ -140,7 +140,7 @@ extern "C" int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out,
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
     int32_t *ids = NULL, *h_ids = NULL;
-    float *times = NULL, *stages = NULL, *times_copy = NULL;
+    float *times = NULL, *stages = NULL, *column = NULL;
     nvf_cuda_moe *m = NULL;
     cudaStream_t st = NULL;
     cudaEvent_t ev0 = NULL, ev1 = NULL;
@@ -157,8 +157,8 @@ extern "C" int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out,
     times = (float *)malloc((size_t)runs * sizeof *times);
     if (getenv("NVFP4_MOE_STAGE_EVENTS")) {
         stages = (float *)malloc((size_t)runs * NVF_CUDA_MOE_STAGES * sizeof *stages);
-        times_copy = (float *)malloc((size_t)runs * sizeof *times_copy);
-        if (!stages || !times_copy) {
+        column = (float *)malloc((size_t)runs * sizeof *column);
+        if (!stages || !column) {
             rc = nvf_error_set(NVF_E_NOMEM, "no memory for the bench");
             goto done;
         }
@@ -251,8 +251,6 @@ extern "C" int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out,
             NVF_CUDA_TRY(cudaEventElapsedTime(&times[r], ev0, ev1));
             if (stages && (rc = nvf_cuda_moe_stage_ms(m, &stages[(size_t)r * NVF_CUDA_MOE_STAGES])))
                 goto done;
-            if (stages)
-                times_copy[r] = times[r];
             NVF_CUDA_TRY(cudaMemcpy(h_ids, ids, (size_t)(t * k) * 4, cudaMemcpyDeviceToHost));
             char seen[2048] = {0};
             for (int64_t i = 0; i < t * k; i++)
@@ -269,13 +267,11 @@ extern "C" int nvf_cuda_moe_bench(nvf_cuda_moe_bench_result *out,
             static const char *names[] = {"perm", "w4a4-in", "fc1", "epilogue", "fc2", "finalize"};
             for (int i = 0; i < NVF_CUDA_MOE_STAGES; i++) {
                 for (int r = 0; r < runs; r++)
-                    times[r] = stages[(size_t)r * NVF_CUDA_MOE_STAGES + i];
-                qsort(times, (size_t)runs, sizeof *times, cmp_float);
-                fprintf(stderr, " %s %.4f", names[i], times[runs / 2]);
+                    column[r] = stages[(size_t)r * NVF_CUDA_MOE_STAGES + i];
+                qsort(column, (size_t)runs, sizeof *column, cmp_float);
+                fprintf(stderr, " %s %.4f", names[i], column[runs / 2]);
             }
             fprintf(stderr, "\n");
-            for (int r = 0; r < runs; r++) /* the block's times again, for the median below */
-                times[r] = times_copy[r];
         }
         if (exec) {
             cudaGraphExecDestroy(exec);
@@ -317,7 +313,7 @@ done:
         cudaStreamDestroy(st);
     free(times);
     free(stages);
-    free(times_copy);
+    free(column);
     free(h_ids);
     return rc;
 }

@@ -11,6 +11,9 @@
  */
 #include "check.h"
 
+#define GPU_GEN_SEED 0x9E3779B97F4A7C15ull
+#include "gpu_gen.h"
+
 #include "nvfp4/backend.h"
 #include "nvfp4/device.h"
 #include "nvfp4/format.h"
@@ -21,9 +24,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-#define SEED 0x9E3779B97F4A7C15ull
-
-static uint64_t g_rng = SEED;
 static int g_shown;
 static nvf_backend *g_cpu, *g_gpu;
 
@@ -31,13 +31,6 @@ static const nvf_quant_params k_mo = {NVF_QUANT_METHOD_RTN_MODELOPT, NVF_QUANT_E
                                       NVF_QUANT_DOMAIN_SCALED, 448};
 static const nvf_quant_params k_fi = {NVF_QUANT_METHOD_RTN, NVF_QUANT_ERROR_MSE,
                                       NVF_QUANT_DOMAIN_SCALED, 448};
-
-static uint32_t rnd32(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 16);
-}
 
 static double uniform(void) {
     return ((double)rnd32() + 0.5) / 4294967296.0;
@@ -75,32 +68,6 @@ static float value(int kind, size_t i, int64_t cols) {
         }
     }
     return student_t() * 0.02f;
-}
-
-static void put(uint8_t *p, nvf_dtype d, size_t i, float f) {
-    switch (d) {
-    case NVF_DTYPE_F32:
-        memcpy(p + 4 * i, &f, 4);
-        break;
-    case NVF_DTYPE_BF16: {
-        uint16_t h = nvf_f32_to_bf16_rn(f);
-        memcpy(p + 2 * i, &h, 2);
-        break;
-    }
-    case NVF_DTYPE_F16: { /* truncating to F16 (normal range, else 0 or the largest) */
-        uint32_t b = nvf_f32_bits(f), e = (b >> 23) & 0xFF;
-        uint16_t h = (uint16_t)((b >> 16) & 0x8000u);
-        if (e > 142)
-            h |= 0x7BFF;
-        else if (e >= 113)
-            h |= (uint16_t)(((e - 112) << 10) | ((b >> 13) & 0x3FFu));
-        memcpy(p + 2 * i, &h, 2);
-        break;
-    }
-    default:
-        p[i] = nvf_f32_to_e4m3_sat(f * 448.0f / 0.2f);
-        break;
-    }
 }
 
 static void show_diff(const uint8_t *pc, const uint8_t *sc, const uint8_t *pg, const uint8_t *sg,
@@ -190,8 +157,10 @@ static uint8_t *make_source(nvf_quant_source *s, float **scale, nvf_dtype d, int
     *scale = NULL;
     if (!buf)
         return NULL;
-    for (size_t i = 0; i < n; i++)
-        put(buf, d, i, value(kind, i, cols));
+    for (size_t i = 0; i < n; i++) { /* E4M3 holds the values scaled to its range (0.2 -> 448) */
+        float v = value(kind, i, cols);
+        put(buf, d, i, d == NVF_DTYPE_F8_E4M3 ? v * 448.0f / 0.2f : v);
+    }
     memset(s, 0, sizeof *s);
     s->dtype = d;
     s->data = buf;
@@ -259,8 +228,8 @@ int main(void) {
         return check_summary("test_arith_cuda");
     }
     int ncfg = nvf_backend_config_count(g_gpu);
-    printf("test_arith_cuda: seed 0x%016llx, %d launch configurations\n", (unsigned long long)SEED,
-           ncfg);
+    printf("test_arith_cuda: seed 0x%016llx, %d launch configurations\n",
+           (unsigned long long)GPU_GEN_SEED, ncfg);
     static const int64_t rows[] = {1, 127, 129};
     static const int64_t cols[] = {16, 16 * 13, 16 * 63};
     static const nvf_dtype dtypes[] = {NVF_DTYPE_BF16, NVF_DTYPE_F32, NVF_DTYPE_F16,

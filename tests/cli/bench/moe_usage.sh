@@ -28,6 +28,8 @@ expect 2 "qwen3-30b-a3b router takes no correction bias" -- "$NVFP4TOOL" bench m
 echo '{"shape": "deepseek-v3", "ep": 8, "results": [{"tokens": 1, "ms": 1.0}]}' >"$tmp/old.json"
 expect 3 "routed with router bias 0.1, this bench with 0" -- "$NVFP4TOOL" bench moe --device cuda \
     --tokens 1 --runs 1 --baseline "$tmp/old.json"
+expect 1 "cannot open '$tmp/none.json'" -- "$NVFP4TOOL" bench moe --device cuda --tokens 1 \
+    --runs 1 --baseline "$tmp/none.json"
 "$NVFP4TOOL" bench moe --device cuda --shape qwen3-30b-a3b --tokens 1,37 --runs 3 --json \
     >"$tmp/b.json"
 "$NVFP4TOOL" bench moe --device cuda --shape qwen3-30b-a3b --tokens 1,37 --runs 3 --json \
