@@ -402,18 +402,22 @@ done:
  * (bench moe at e6cdf1b: at 32 rows 64-row tiles beat 16-row ones by 1.16x on DeepSeek-V3, at 16
  * rows they lose), 32-row tiles from 16 (DeepSeek-V3 with balanced routing on the H200, kernel
  * v6: at 8 rows per expert, 256 tokens, 16-row tiles take 0.554 ms and 32-row ones 0.59-0.61; at
- * 16 rows, 512 tokens, 32-row tiles 0.62 and 16-row ones 0.85; bench/results/gemm-h200-v6/c3-cap);
- * NVFP4_MOE_TILE64_ROWS and NVFP4_MOE_TILE32_ROWS change them (for `bench moe` sweeps; 8 was the
- * 32-row switch before). Read once. */
-static int64_t tile_rows_from(int32_t rows) {
-    static int64_t v64 = -1, v32 = -1;
+ * 16 rows, 512 tokens, 32-row tiles 0.62 and 16-row ones 0.85; bench/results/gemm-h200-v6/c3-cap).
+ * With the warpgroup-MMA kernel (tall 128), 64-row tiles from 24 and 128-row ones from 48: at
+ * 2048 tokens 0.77 ms against 0.99 with 128-row tiles from 96 (bench/results/wg-h200-*).
+ * NVFP4_MOE_TILE{32,64,128}_ROWS change them (for `bench moe` sweeps). Read once. */
+static int64_t tile_rows_from(int32_t rows, int32_t tall) {
+    static int64_t v128 = -1, v64 = -1, v32 = -1;
     if (v64 < 0) {
         const char *e64 = getenv("NVFP4_MOE_TILE64_ROWS"), *e32 = getenv("NVFP4_MOE_TILE32_ROWS");
+        const char *e128 = getenv("NVFP4_MOE_TILE128_ROWS");
         long long x64 = e64 ? atoll(e64) : 0, x32 = e32 ? atoll(e32) : 0;
+        long long x128 = e128 ? atoll(e128) : 0;
         v32 = x32 > 0 ? (int64_t)x32 : 16;
-        v64 = x64 > 0 ? (int64_t)x64 : 32;
+        v64 = x64 > 0 ? (int64_t)x64 : 0;
+        v128 = x128 > 0 ? (int64_t)x128 : 48;
     }
-    return rows == 64 ? v64 : v32;
+    return rows == 128 ? v128 : rows == 64 ? (v64 ? v64 : tall == 128 ? 24 : 32) : v32;
 }
 
 /* The expected number of tiles of `rows` rows for `local` slots spread at random over E experts:
@@ -507,13 +511,13 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
          * 32-row tiles from tile_rows_from(32) rows per expert, so that an expert's rows fit
          * one tile and its weights are read once (with 16-row tiles at 16 rows on average,
          * about half the experts need a second tile: ncu at 00142a7, DeepSeek-V3 512 tokens);
-         * 64-row tiles beyond. 32 and 64 only where the shared-memory kernel runs. */
+         * 64- and 128-row tiles beyond, where a kernel takes them (nvf_cuda_moe_gemm_tall). */
         int64_t et = L->n_experts_total > E ? L->n_experts_total : E;
         int64_t local = slots * E / et > 0 ? slots * E / et : 1; /* expected local rows */
-        int32_t tile_rows = 16;
-        for (int32_t rows = 64; rows >= 32 && tile_rows == 16; rows /= 2)
-            if (local / E >= tile_rows_from(rows) && nvf_cuda_moe_gemm_cta_rows(H, rows) == 256 &&
-                nvf_cuda_moe_gemm_cta_rows(I, rows) == 256)
+        int32_t tile_rows = 16, tall = nvf_cuda_moe_gemm_tall(H);
+        tall = tall < nvf_cuda_moe_gemm_tall(I) ? tall : nvf_cuda_moe_gemm_tall(I);
+        for (int32_t rows = tall; rows >= 32 && tile_rows == 16; rows /= 2)
+            if (local / E >= tile_rows_from(rows, tall))
                 tile_rows = rows;
         int32_t max_tiles = (int32_t)((slots + tile_rows - 1) / tile_rows + E);
         int64_t tiles_est = expected_tiles(local, E, tile_rows);

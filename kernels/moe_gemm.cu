@@ -258,9 +258,10 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB)
  * DeepSeek-V3, while for 32-row tiles it was 11-14% slower (its 32 KB fill per CTA; bench moe on
  * the H200 at 5517e83, bench/results/gemm-h200-5517e83/; at c4a08b5, before the scale table, it
  * did not help at all; for 16-row tiles 9-13% slower, bench/results/gemm-h200-v6/); v6, the
- * default, v5 with the 16-row register kernel capped at 128 registers (launch_reg). bench moe at
- * 00142a7 on the H200: v2 is 4-12% faster
- * than v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even elsewhere
+ * default before, v5 with the 16-row register kernel capped at 128 registers (launch_reg); v7,
+ * the default, v6 with the warpgroup-MMA kernel (moe_gemm_wg.cu) for 32-row tiles and taller
+ * where the device runs it (use_wg). bench moe at 00142a7 on the H200: v2 is 4-12% faster than
+ * v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even elsewhere
  * (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
 /* K from which v5 uses the replicated pair table (64-row tiles): its 32 KB fill per CTA pays
  * off over long K loops only. bench moe on the H200, v5 with the table for every K (55d2c37)
@@ -273,15 +274,28 @@ static int gemm_version(void) {
     static int v = 0;
     if (v == 0) {
         const char *env = getenv("NVFP4_MOE_GEMM");
-        v = !env                     ? 6
+        v = !env                     ? 7
             : strcmp(env, "v1") == 0 ? 1
             : strcmp(env, "v2") == 0 ? 2
             : strcmp(env, "v3") == 0 ? 3
             : strcmp(env, "v4") == 0 ? 4
             : strcmp(env, "v5") == 0 ? 5
-                                     : 6;
+            : strcmp(env, "v6") == 0 ? 6
+                                     : 7;
     }
     return v;
+}
+
+/* Kernel v7: the warpgroup-MMA kernel (moe_gemm_wg.cu) for tiles of 32 rows and more where the
+ * device runs it and K % 64 == 0; v6's kernels elsewhere, and its 16-row register kernel for
+ * 16-row tiles, which is 10-20% faster there (bench moe on the H200, DeepSeek-V3 at 16-128
+ * tokens; bench/results/wg-h200-*). */
+static int wg_takes(int64_t k) {
+    return gemm_version() >= 7 && k % 64 == 0 && nvf_cuda_moe_gemm_wg_ok();
+}
+
+static int use_wg(int64_t k, int32_t tile_rows) {
+    return tile_rows >= 32 && wg_takes(k);
 }
 
 extern "C" int nvf_cuda_moe_gemm_step(int64_t k, int32_t tile_rows) {
@@ -291,7 +305,11 @@ extern "C" int nvf_cuda_moe_gemm_step(int64_t k, int32_t tile_rows) {
 
 static int use_tiled(int64_t k, int32_t tile_rows) {
     int v = gemm_version();
-    return v != 1 && k % 32 == 0 && (v == 3 || tile_rows >= 32);
+    return !use_wg(k, tile_rows) && v != 1 && k % 32 == 0 && (v == 3 || tile_rows >= 32);
+}
+
+extern "C" int nvf_cuda_moe_gemm_tall(int64_t k) {
+    return wg_takes(k) ? 128 : use_tiled(k, 32) ? 64 : 16;
 }
 
 extern "C" int nvf_cuda_moe_gemm_cta_rows(int64_t k, int32_t tile_rows) {
@@ -302,6 +320,8 @@ extern "C" int nvf_cuda_moe_gemm_cta_rows(int64_t k, int32_t tile_rows) {
  * __launch_bounds__(256, 2) and its stages; the 16-row register kernel's 128 registers from v6
  * (4 CTAs of 128 threads), 152 before (3); the 64-row register kernel's 210-255 (2). */
 extern "C" int nvf_cuda_moe_gemm_ctas_per_sm(int64_t k, int32_t tile_rows) {
+    if (use_wg(k, tile_rows))
+        return tile_rows >= 64 ? 2 : 3;
     if (use_tiled(k, tile_rows))
         return 2;
     if (tile_rows == 16)
@@ -357,6 +377,9 @@ extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint1
                              chunks_per_split);
     /* register kernels: 16-row tiles: 4 warps side by side over 128 weight rows; 64-row tiles:
      * 2 x 2 warps of 32 x 64 */
+    if (use_wg(k, plan->tile_rows))
+        return nvf_cuda_moe_gemm_wg(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split,
+                                    plan, stream);
     if (v == 1)
         return plan->tile_rows == 16
                    ? launch<1, 4, 1, 4, 1, false, false>(ws, ws_split_stride, a, gather, w, sf, n,

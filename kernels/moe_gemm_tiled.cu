@@ -45,21 +45,6 @@ template <int MT> struct tiled_stage {
 
 /* ---- kernels ----------------------------------------------------------------------------- */
 
-/* Copy 16 bytes global -> shared, of which the first src_bytes are read and the rest zeroed. */
-__device__ __forceinline__ void cp16(void *smem, const void *gmem, int src_bytes) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
-                 "r"(src_bytes));
-}
-
-__device__ __forceinline__ void cp_commit(void) {
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-
-template <int N> __device__ __forceinline__ void cp_wait(void) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 /* What one thread copies of every chunk: NA A pieces (row q / 8, piece q % 8 for q = tid +
  * 256 i), two weight pieces (row q / 2, half q % 2) and, for tid < 64, one scale piece. */
 template <int MT> struct tiled_src {

@@ -1,6 +1,7 @@
 /*
- * Device helpers shared by the grouped GEMM kernels (moe_gemm.cu, moe_gemm_tiled.cu): E2M1 to
- * BF16, the exact BF16 scale product and the m16n8k16 BF16 MMA.
+ * Device helpers shared by the grouped GEMM kernels (moe_gemm.cu, moe_gemm_tiled.cu,
+ * moe_gemm_wg.cu): E2M1 to BF16, the exact BF16 scale product, the m16n8k16 BF16 MMA and
+ * cp.async.
  */
 #ifndef NVFP4_KERNELS_MOE_MMA_H
 #define NVFP4_KERNELS_MOE_MMA_H
@@ -12,9 +13,12 @@
 
 /* BF16 bits of E2M1 code c: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives. */
 __device__ __forceinline__ uint32_t e2m1_bf16(uint32_t c) {
-    const uint32_t mag[8] = {0x0000u, 0x3F00u, 0x3F80u, 0x3FC0u,
-                             0x4000u, 0x4040u, 0x4080u, 0x40C0u};
-    return mag[c & 7u] | ((c & 8u) << 12);
+    /* 2^(e - 1) (1 + m / 2) for exponent e = 1..3 is BF16 exponent 126 + e; e = 0 is 0 or 0.5
+     * (computed, not a table: an indexed local array lives in local memory) */
+    uint32_t m = c & 7u, mag = m >= 2u ? ((126u + (m >> 1)) << 7) | ((m & 1u) << 6)
+                               : m     ? 0x3F00u
+                                       : 0u;
+    return mag | ((c & 8u) << 12);
 }
 
 /* The 256-entry table of a byte's two E2M1 codes as a BF16 pair, filled by the whole block. */
@@ -67,6 +71,23 @@ __device__ __forceinline__ void mma_bf16(float *c, uint32_t a0, uint32_t a1, uin
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* ---- cp.async (moe_gemm_tiled.cu, moe_gemm_wg.cu) ------------------------------------ */
+
+/* Copy 16 bytes global -> shared, of which the first src_bytes are read and the rest zeroed. */
+__device__ __forceinline__ void cp16(void *smem, const void *gmem, int src_bytes) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+                 "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_commit(void) {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int N> __device__ __forceinline__ void cp_wait(void) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 #endif

@@ -44,7 +44,7 @@ done
 rm -rf "$pc"
 fi
 tokens=${NVFP4_MOE_TOKENS:-1,8,16,128,512,1024,2048,4096}
-versions=${NVFP4_MOE_VERSIONS:-v6 v5}
+versions=${NVFP4_MOE_VERSIONS:-v7 v6}
 summary() { python3 - "$@" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))

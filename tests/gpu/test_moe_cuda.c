@@ -5,7 +5,8 @@
  * gives the GPU the same bytes in the prepared layout it builds here with nvfp4/layout.h
  * (up/gate rows interleaved by 64, scales 128x4 swizzled, padding 0). The routing the GPU gets
  * is nvf_moe_route_ref on logits computed as the forward computes them (same f32 loop).
- * Cases: random routing; T = 1; T = 37, 64 and 200 (16-, 32- and 64-row tiles, not multiples);
+ * Cases: random routing; T = 1; T = 37, 64 and 200 (16-, 32-, 64- and, with kernel v7, 128-row
+ * tiles, not multiples);
  * all tokens to one expert (top-1 on a zero router: every logit ties, the lower id wins) and so
  * experts with zero tokens; 600 slots all to one expert and 1200 slots over 40 experts (the
  * permutation's units of 256 slots, the last partial; more experts than a warp's lanes); top-40
@@ -425,17 +426,19 @@ int main(void) {
         {"random silu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
         {"T=1 silu", 8, 256, 128, 1, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
         {"split-K, K%64!=0", 6, 1040, 192, 5, 3, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
-        {"64-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
+        /* 100 rows per expert: 64-row tiles (v6), 128-row tiles (v7); 50: 64-row tiles */
+        {"64/128-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
+        {"64-row tiles", 8, 512, 128, 200, 2, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 0},
         {"32-row tiles", 8, 256, 128, 64, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
         {"w4a4 32-row tiles", 8, 512, 128, 64, 2, NVF_MOE_ACT_SWIGLU, 1, 0, fo6, 0},
         {"all to one expert", 8, 256, 128, 37, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0},
-        {"all to one, 64-row tiles", 4, 256, 64, 200, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0},
+        {"all to one, 64/128-row tiles", 4, 256, 64, 200, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0},
         {"swiglu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 0},
         {"situ", 8, 256, 128, 37, 2, NVF_MOE_ACT_SITU, 0, 0, rtn, 0},
         {"relu2 (not gated)", 8, 256, 96, 37, 2, NVF_MOE_ACT_RELU2, 0, 0, rtn, 0},
         {"w4a4 rtn", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, rtn, 0},
         {"w4a4 4over6", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, fo6, 0},
-        {"w4a4 64-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SWIGLU, 1, 0, rtn, 0},
+        {"w4a4 64/128-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SWIGLU, 1, 0, rtn, 0},
         {"w4a4 T=1 split-K", 6, 1040, 192, 1, 3, NVF_MOE_ACT_SILU, 1, 0, rtn, 0},
         /* DeepSeek-V3's expert shape: 32 x 112 scale tiles per w13, split K on both GEMMs */
         {"DeepSeek-V3 shape", 3, 7168, 2048, 2, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},

@@ -129,8 +129,8 @@ static inline int32_t nvf_cuda_moe_grid_tiles(const nvf_cuda_moe_plan *plan) {
  * = sum over the z-th range of chunks_per_split 64-value K chunks
  * of A[row] . W_e[n] for every tile of the plan: A is `a` [rows, K] BF16 (gather: row p is
  * a[perm[p] / top_k] when `gather`), W_e expert e's E2M1 rows [N, K/2] at w + e * N * K / 2
- * with its 128x4 scales at sf + e * nvf_layout_bytes(128x4, N, K/16). tile_rows 16, 32 or 64 (32
- * only where nvf_cuda_moe_gemm_cta_rows(k, 32) is 256: the shared-memory kernel).
+ * with its 128x4 scales at sf + e * nvf_layout_bytes(128x4, N, K/16). tile_rows 16, 32, 64 or 128
+ * (up to nvf_cuda_moe_gemm_tall(k)).
  * @return 0 or NVF_E_CUDA.
  */
 /** The same staged in shared memory (kernels/moe_gemm_tiled.cu), 16-, 32- or 64-row tiles;
@@ -142,6 +142,21 @@ int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const uint16_t *
                             const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k,
                             int chunks_per_split, const nvf_cuda_moe_plan *plan, int variant,
                             struct CUstream_st *stream);
+
+/** The same on Hopper's warpgroup MMA (kernels/moe_gemm_wg.cu, kernel v7), 16-, 32-, 64- or
+ * 128-row tiles; K % 64 == 0 and nvf_cuda_moe_gemm_wg_ok() only. nvf_cuda_moe_gemm calls it where
+ * it applies. */
+int nvf_cuda_moe_gemm_wg(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
+                         const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k,
+                         int chunks_per_split, const nvf_cuda_moe_plan *plan,
+                         struct CUstream_st *stream);
+
+/** Whether the current device runs nvf_cuda_moe_gemm_wg (compute capability 9.0: its kernels
+ * are built for sm_90a only). */
+int nvf_cuda_moe_gemm_wg_ok(void);
+
+/** The tallest tiles the GEMM for K takes: 16, 64 (and 32) or 128 (and 32, 64) rows. */
+int nvf_cuda_moe_gemm_tall(int64_t k);
 
 /** The K step of the GEMM for K and the tile height, in 64-value chunks (1 or 2): the K ranges
  * of split-K (chunks_per_split) must be multiples of it. */

@@ -1,0 +1,393 @@
+/*
+ * The grouped NVFP4 GEMM on Hopper's warpgroup MMA (kernels/moe_gemm.h steps 3 and 5; kernel v7,
+ * for 32-, 64- and 128-row tiles; sm_90a only: moe_gemm.cu takes the mma.sync kernels on other
+ * GPUs and for 16-row tiles). A CTA of two warpgroups computes one tile of NTOK permuted rows of
+ * one expert against 128 weight rows, as the transposed product: wgmma's A operand (M = 64
+ * weight rows per warpgroup) is the weights, dequantized straight into A's register fragments,
+ * and its B operand (N = NTOK rows of the tile) is the A rows, which the tensor cores read from
+ * shared memory. So each weight byte is turned into BF16 once per tile and feeds one k16 slice
+ * of one wgmma m64nNTOKk16, where the mma.sync kernels spend an MMA per 8 weight rows and 16
+ * tile rows and rebuild A fragments in registers.
+ *
+ * Per 64-value K chunk, STAGES - 1 chunks ahead, cp.async copies into shared memory the 128
+ * weight rows' 32 bytes, their 512-byte 128x4 scale tile and the tile's A rows (16-byte pieces,
+ * in wgmma's 128-byte swizzle layout: row n's piece j at n * 128 + 16 (j ^ n % 8)). The K order
+ * is the natural one: in step k (one k16 wgmma, block k of the chunk), lane (g, t) of a warp
+ * holds weight rows g and g + 8 of its 16, values 16k + 2t, + 1 (byte t of the row's word 2k)
+ * and 16k + 8 + 2t, + 1 (byte t of word 2k + 1), each byte turned into a BF16 pair through the
+ * E2M1 pair table replicated per lane (moe_mma.h: no bank conflicts; a 32 KB fill per CTA) and
+ * multiplied by the block's E4M3 scale, converted by cvt (E4M3 -> F16 -> F32 -> BF16, exact).
+ * The products are exact in BF16 (as in moe_gemm.cu), so every weight value meets the same A
+ * value as in the dot product; only the f32 summation order inside the MMA differs from the
+ * CPU's, as for the mma.sync kernels, and it is fixed, so runs are byte-identical. Each chunk's
+ * four wgmmas are waited for before the next chunk (overlap comes from the other warpgroups).
+ * K % 64 == 0 only.
+ */
+#include "kernels/moe_gemm.h"
+
+#include "cuda_ctx.h"
+#include "moe_mma.h"
+
+#include "nvfp4/layout.h"
+#include "nvfp4/status.h"
+
+#include <cuda_runtime.h>
+
+#define WG_N       128 /* weight rows per CTA: 64 per warpgroup */
+#define WG_THREADS 256
+
+/* One K chunk's bytes in shared memory for tiles of NTOK rows, the stages in flight and the
+ * E2M1 pair table replicated per lane after them. */
+template <int NTOK> struct wg_cfg {
+    static constexpr int B = NTOK * 128; /* A rows, wgmma's B operand (a multiple of 1024) */
+    static constexpr int W = WG_N * 32;  /* weight rows */
+    static constexpr int S = 512;        /* their 128x4 scale tile */
+    static constexpr int STAGES = NTOK == 128 ? 3 : 4;
+    static constexpr int LUT = STAGES * (B + W + S);
+    static constexpr int SMEM = LUT + E2M1_LUT_REP_WORDS * 4 + 1024; /* + the alignment */
+};
+
+/* wgmma m64nNk16, f32 += bf16 x bf16: A (4 registers, mma.sync's m16n8k16 A fragment per warp)
+ * from registers, B from the shared-memory descriptor. */
+template <int N> struct wgmma_bf16;
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)
+template <> struct wgmma_bf16<16> {
+    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t desc) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+                     "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                       "+f"(d[6]), "+f"(d[7])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+    }
+};
+
+template <> struct wgmma_bf16<32> {
+    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t desc) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+                     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,"
+                     "%19}, %20, p, 1, 1, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                       "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                       "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+    }
+};
+
+template <> struct wgmma_bf16<64> {
+    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t desc) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"
+                     "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,"
+                     "%35}, %36, p, 1, 1, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                       "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                       "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                       "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                       "+f"(d[30]), "+f"(d[31])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+    }
+};
+
+template <> struct wgmma_bf16<128> {
+    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t desc) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"
+                     "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,"
+                     "%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"
+                     "%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68,"
+                     " p, 1, 1, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                       "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                       "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                       "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                       "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                       "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                       "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+                       "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+                       "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+    }
+};
+#endif
+
+/* The descriptor of a K-major BF16 operand in the 128-byte swizzle layout: row n's 64 values
+ * (128 bytes) at n * 128, its 16-byte piece j at piece j ^ (n % 8), 8-row groups 1024 bytes
+ * apart (the tile 1024-byte aligned); a k16 step starts 32 bytes further. */
+__device__ __forceinline__ uint64_t wg_desc_sw128(uint32_t saddr) {
+    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) |
+           ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+
+/* The compiler must neither move accumulator reads across a wgmma wait nor keep them in other
+ * registers while a wgmma is in flight. */
+__device__ __forceinline__ void wg_fence_reg(float &x) {
+    asm volatile("" : "+f"(x)::"memory");
+}
+
+__device__ __forceinline__ void cp16s(uint32_t saddr, const void *gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(gmem));
+}
+
+/* Two E4M3 scale bytes (byte 0 and byte 1 of `two`) as BF16 pairs, exact: E4M3 -> F16 in
+ * hardware (every E4M3 value is an F16), F16 -> F32 -> BF16 (4 significant bits). */
+__device__ __forceinline__ void e4m3x2_bf16x2(uint32_t two, uint32_t *s0, uint32_t *s1) {
+    asm("{\n\t.reg .b32 p;\n\t.reg .b16 l, h;\n\t.reg .f32 a, b;\n\t"
+        "cvt.rn.f16x2.e4m3x2 p, %2;\n\tmov.b32 {l, h}, p;\n\t"
+        "cvt.f32.f16 a, l;\n\tcvt.f32.f16 b, h;\n\t"
+        "cvt.rn.bf16x2.f32 %0, a, a;\n\tcvt.rn.bf16x2.f32 %1, b, b;\n\t}"
+        : "=r"(*s0), "=r"(*s1)
+        : "h"((unsigned short)(two & 0xFFFFu)));
+}
+
+/* What one thread copies of every chunk: weight row tid / 2's half tid % 2 (the halves of rows
+ * with bit 2 set swapped, so that the eight rows a warp reads at once fall in different banks),
+ * for tid < 32 one 16-byte piece of the scale tile, and the 16-byte A pieces q = tid + 256 i
+ * (row q / 8, piece q % 8) of the tile's rows. */
+template <int NTOK> struct wg_src {
+    static constexpr int NA = (NTOK * 8 + WG_THREADS - 1) / WG_THREADS;
+    const uint8_t *w, *s;
+    uint32_t wdst;
+    const uint16_t *a[NA];
+    uint32_t adst[NA];
+    bool aok[NA];
+};
+
+/* Shared memory: every stage's A tile first (1024-byte aligned), then the weights, then the
+ * scales. */
+template <int NTOK>
+__device__ __forceinline__ void wg_issue(uint32_t smem, int st, const wg_src<NTOK> &src, int64_t c,
+                                         int tid) {
+    using C = wg_cfg<NTOK>;
+#pragma unroll
+    for (int i = 0; i < wg_src<NTOK>::NA; i++)
+        if (src.aok[i])
+            cp16s(smem + st * C::B + src.adst[i], src.a[i] + c * 64);
+    cp16s(smem + C::STAGES * C::B + st * C::W + src.wdst, src.w + c * 32);
+    if (tid < 32)
+        cp16s(smem + C::STAGES * (C::B + C::W) + st * C::S + tid * 16, src.s + c * 512);
+}
+
+/* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 127.
+ * Ends with no copy and no wgmma in flight; the caller syncs before the stages are reused. */
+template <int NTOK>
+__device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info,
+                                        float *ws, int64_t ws_split_stride, const uint16_t *a,
+                                        int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
+                                        int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
+    using C = wg_cfg<NTOK>;
+    int e = info >> 20, r0 = info & 0xFFFFF;
+    int row_base = plan.offsets[e], cnt = plan.offsets[e + 1] - row_base;
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    int64_t nb = (int64_t)blockIdx.x * WG_N;
+    int64_t kcols = K / 16, kt = kcols / 4;
+    const uint8_t *we = w + (int64_t)e * N * (K / 2);
+    const uint8_t *se = sf + (int64_t)e * nvf_layout_bytes(NVF_LAYOUT_128X4, N, kcols);
+
+    wg_src<NTOK> src;
+    {
+        int m = tid >> 1, h = tid & 1;
+        int64_t n = nb + m;
+        /* rows beyond N read row 0: their products land in rows that are not stored */
+        src.w = we + (n < N ? n : 0) * (K / 2) + h * 16;
+        src.wdst = (uint32_t)(m * 32 + ((h ^ (m >> 2)) & 1) * 16);
+        src.s = se + (nb / 128) * kt * 512 + (tid & 31) * 16;
+#pragma unroll
+        for (int i = 0; i < wg_src<NTOK>::NA; i++) {
+            int q = tid + WG_THREADS * i, r = q >> 3, j = q & 7;
+            /* rows beyond the expert's are not copied: their columns of the product are not
+             * stored, whatever the stage held */
+            src.aok[i] = q < NTOK * 8 && r0 + r < cnt;
+            int64_t p = row_base + (src.aok[i] ? r0 + r : 0);
+            int64_t from = gather ? plan.perm[p] / plan.top_k : p;
+            src.a[i] = a + from * K + j * 8;
+            src.adst[i] = (uint32_t)(r * 128 + ((j ^ (r & 7)) * 16));
+        }
+    }
+
+    float acc[NTOK / 2];
+#pragma unroll
+    for (int i = 0; i < NTOK / 2; i++)
+        acc[i] = 0.0f;
+
+    /* this lane's weight rows within the CTA's 128, where their bytes and scales are */
+    int m0 = (warp >> 2) * 64 + (warp & 3) * 16 + g, m1 = m0 + 8;
+    int w0 = m0 * 32, w1 = m1 * 32, x0 = ((m0 >> 2) & 1) * 16, x1 = ((m1 >> 2) & 1) * 16;
+    int sc0 = (m0 & 31) * 16 + (m0 >> 5) * 4, sc1 = (m1 & 31) * 16 + (m1 >> 5) * 4;
+    uint32_t sel = 0x4440u + (uint32_t)t; /* byte t of a word */
+    /* this lane's column of the E2M1 pair table (moe_mma.h): conflict-free lookups */
+    const uint32_t *lq = (const uint32_t *)(smem_p + C::LUT) + lane;
+
+    int64_t nchunks = K / 64;
+    int64_t c0 = (int64_t)blockIdx.z * cps;
+    int64_t c1 = c0 + cps < nchunks ? c0 + cps : nchunks;
+#pragma unroll
+    for (int i = 0; i < C::STAGES - 1; i++) {
+        if (c0 + i < c1)
+            wg_issue<NTOK>(smem, i, src, c0 + i, tid);
+        cp_commit();
+    }
+    /* each chunk's wgmmas are waited for before the next: a wgmma in flight while the next
+     * fragments are computed makes ptxas serialize them anyway (C7513, for any split of the
+     * fragments into two register sets) */
+    for (int64_t c = c0; c < c1; c++) {
+        int it = (int)(c - c0), s = it % C::STAGES;
+        cp_wait<C::STAGES - 2>();
+        /* the copies (generic proxy) before the tensor cores' reads (async proxy) */
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads(); /* chunk c landed for all; stage (it - 1) % STAGES is free again */
+        if (c + C::STAGES - 1 < c1)
+            wg_issue<NTOK>(smem, (it + C::STAGES - 1) % C::STAGES, src, c + C::STAGES - 1, tid);
+        cp_commit();
+
+        /* rows m0 and m1: the chunk's 32 bytes (block b = bytes 8b .. 8b + 7) and 4 scales */
+        const uint8_t *wst = smem_p + C::STAGES * C::B + s * C::W;
+        const uint8_t *sst = smem_p + C::STAGES * (C::B + C::W) + s * C::S;
+        uint4 q0[2], q1[2];
+        q0[0] = *(const uint4 *)(wst + w0 + x0);
+        q0[1] = *(const uint4 *)(wst + w0 + (x0 ^ 16));
+        q1[0] = *(const uint4 *)(wst + w1 + x1);
+        q1[1] = *(const uint4 *)(wst + w1 + (x1 ^ 16));
+        uint32_t sw0 = *(const uint32_t *)(sst + sc0), sw1 = *(const uint32_t *)(sst + sc1);
+        uint32_t af[4][4];
+        /* step k (values 16k .. 16k + 15 of the chunk, block k): lane t's fragment holds
+         * values 2t, 2t + 1 (byte t of word 2k) and 2t + 8, 2t + 9 (byte t of word 2k + 1) */
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            uint32_t s0, s1; /* block k's scales of both rows */
+            e4m3x2_bf16x2(__byte_perm(sw0, sw1, 0x4400u + (uint32_t)k + ((4u + k) << 4)), &s0, &s1);
+            const uint4 &p0 = q0[k >> 1], &p1 = q1[k >> 1];
+            uint32_t lo0 = k & 1 ? p0.z : p0.x, hi0 = k & 1 ? p0.w : p0.y;
+            uint32_t lo1 = k & 1 ? p1.z : p1.x, hi1 = k & 1 ? p1.w : p1.y;
+            af[k][0] = bf16x2_mul(lq[__byte_perm(lo0, 0u, sel) << 5], s0);
+            af[k][1] = bf16x2_mul(lq[__byte_perm(lo1, 0u, sel) << 5], s1);
+            af[k][2] = bf16x2_mul(lq[__byte_perm(hi0, 0u, sel) << 5], s0);
+            af[k][3] = bf16x2_mul(lq[__byte_perm(hi1, 0u, sel) << 5], s1);
+        }
+        uint32_t bs = smem + s * C::B;
+#pragma unroll
+        for (int i = 0; i < NTOK / 2; i++)
+            wg_fence_reg(acc[i]);
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            wgmma_bf16<NTOK>::run(acc, af[k], wg_desc_sw128(bs + 32 * k));
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+        for (int i = 0; i < NTOK / 2; i++)
+            wg_fence_reg(acc[i]);
+    }
+    cp_wait<0>();
+
+    /* acc[4j + i]: weight row m0 + 8 (i / 2), tile row 8j + 2t + i % 2 */
+    float *wz = ws + (int64_t)blockIdx.z * ws_split_stride;
+#pragma unroll
+    for (int j = 0; j < NTOK / 8; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int r = r0 + 8 * j + 2 * t + (i & 1);
+            int64_t n = nb + m0 + 8 * (i >> 1);
+            if (r < cnt && n < N)
+                wz[(row_base + r) * N + n] = acc[4 * j + i];
+        }
+}
+
+/* CTA (x, y, z): weight rows 128 x of tiles y, y + gridDim.y, ... up to the first unused one, K
+ * range z. */
+template <int NTOK>
+__global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
+    moe_gemm_wg_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
+                       const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
+                       int chunks_per_split, nvf_cuda_moe_plan plan) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if (plan.tile_info[blockIdx.y] < 0) /* before anything else: CTAs beyond the used tiles */
+        return;
+    extern __shared__ __align__(128) uint8_t wg_smem[];
+    /* the A tiles 1024-byte aligned (the swizzle pattern repeats every 1024 bytes) */
+    uint32_t smem0 = (uint32_t)__cvta_generic_to_shared(wg_smem);
+    uint32_t smem = (smem0 + 1023u) & ~1023u;
+    uint8_t *smem_p = wg_smem + (smem - smem0);
+    e2m1_pair_lut_rep((uint32_t *)(smem_p + wg_cfg<NTOK>::LUT));
+    __syncthreads();
+    for (int64_t ty = blockIdx.y; ty < plan.max_tiles; ty += gridDim.y) {
+        int32_t info = plan.tile_info[ty];
+        if (info < 0)
+            break;
+        wg_tile<NTOK>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,
+                      chunks_per_split, plan);
+        __syncthreads(); /* every warp is done with the stages before the next tile's copies */
+    }
+#else
+    (void)ws, (void)ws_split_stride, (void)a, (void)gather, (void)w, (void)sf, (void)N, (void)K;
+    (void)chunks_per_split, (void)plan;
+#endif
+}
+
+/* ---- launchers --------------------------------------------------------------------------- */
+
+template <int NTOK>
+static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
+                     const uint8_t *sf, int64_t n, int64_t k, int cps,
+                     const nvf_cuda_moe_plan *plan, cudaStream_t st) {
+    int rc = 0;
+    static int smem_set = 0; /* the dynamic shared memory beyond 48 KB, once per kernel */
+    if (!smem_set) {
+        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_wg_kernel<NTOK>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          wg_cfg<NTOK>::SMEM));
+        smem_set = 1;
+    }
+    {
+        int64_t nchunks = k / 64;
+        dim3 grid((unsigned)((n + WG_N - 1) / WG_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
+                  (unsigned)((nchunks + cps - 1) / cps));
+        moe_gemm_wg_kernel<NTOK><<<grid, WG_THREADS, wg_cfg<NTOK>::SMEM, st>>>(
+            ws, stride, a, gather, w, sf, n, k, cps, *plan);
+        NVF_CUDA_TRY(cudaGetLastError());
+    }
+done:
+    return rc;
+}
+
+/* Whether the current device runs this file's kernels: they are built for sm_90a only, which
+ * runs on compute capability 9.0 and nothing else. Read once. */
+extern "C" int nvf_cuda_moe_gemm_wg_ok(void) {
+    static int ok = -1;
+    if (ok < 0) {
+        cudaFuncAttributes attr;
+        int dev = 0, major = 0, minor = 0;
+        ok =
+            cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
+            major == 9 && minor == 0 &&
+            cudaFuncGetAttributes(&attr, moe_gemm_wg_kernel<32>) == cudaSuccess;
+        (void)cudaGetLastError();
+    }
+    return ok;
+}
+
+extern "C" int nvf_cuda_moe_gemm_wg(float *ws, int64_t ws_split_stride, const uint16_t *a,
+                                    int gather, const uint8_t *w, const uint8_t *sf, int64_t n,
+                                    int64_t k, int chunks_per_split, const nvf_cuda_moe_plan *plan,
+                                    struct CUstream_st *stream) {
+    switch (plan->tile_rows) {
+    case 32:
+        return launch_wg<32>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
+                             stream);
+    case 64:
+        return launch_wg<64>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
+                             stream);
+    default:
+        return launch_wg<128>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
+                              stream);
+    }
+}
