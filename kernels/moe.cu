@@ -404,7 +404,7 @@ done:
  * v6: at 8 rows per expert, 256 tokens, 16-row tiles take 0.554 ms and 32-row ones 0.59-0.61; at
  * 16 rows, 512 tokens, 32-row tiles 0.62 and 16-row ones 0.85; bench/results/gemm-h200-v6/c3-cap).
  * With the warpgroup-MMA kernel (tall 128), 64-row tiles from 24 and 128-row ones from 48: at
- * 2048 tokens 0.77 ms against 0.99 with 128-row tiles from 96 (bench/results/wg-h200-*).
+ * 2048 tokens 0.77 ms against 0.99 with 128-row tiles from 96 (bench/results/wg-h200-v7/).
  * NVFP4_MOE_TILE{32,64,128}_ROWS change them (for `bench moe` sweeps). Read once. */
 static int64_t tile_rows_from(int32_t rows, int32_t tall) {
     static int64_t v128 = -1, v64 = -1, v32 = -1;

@@ -288,8 +288,8 @@ static int gemm_version(void) {
 
 /* Kernel v7: the warpgroup-MMA kernel (moe_gemm_wg.cu) for tiles of 32 rows and more where the
  * device runs it and K % 64 == 0; v6's kernels elsewhere, and its 16-row register kernel for
- * 16-row tiles, which is 10-20% faster there (bench moe on the H200, DeepSeek-V3 at 16-128
- * tokens; bench/results/wg-h200-*). */
+ * 16-row tiles, which is 9-12% faster there (bench moe on the H200, DeepSeek-V3 at 16-128
+ * tokens; bench/results/wg-h200-v7/). */
 static int wg_takes(int64_t k) {
     return gemm_version() >= 7 && k % 64 == 0 && nvf_cuda_moe_gemm_wg_ok();
 }
