@@ -48,21 +48,11 @@ template <int NTOK> struct wg_cfg {
 };
 
 /* wgmma m64nNk16, f32 += bf16 x bf16: A (4 registers, mma.sync's m16n8k16 A fragment per warp)
- * from registers, B from the shared-memory descriptor. */
+ * from registers, B from the shared-memory descriptor. One specialization per N: an asm
+ * statement names each of its N / 2 accumulator registers. */
 template <int N> struct wgmma_bf16;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)
-template <> struct wgmma_bf16<16> {
-    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t desc) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-                     "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-                       "+f"(d[6]), "+f"(d[7])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
-    }
-};
-
 template <> struct wgmma_bf16<32> {
     static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t desc) {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
