@@ -224,9 +224,9 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
             wg_issue<NTOK>(smem, i, src, c0 + i, tid);
         cp_commit();
     }
-    /* each chunk's wgmmas are waited for before the next: a wgmma in flight while the next
-     * fragments are computed makes ptxas serialize them anyway (C7513, for any split of the
-     * fragments into two register sets) */
+    /* each chunk's wgmmas are waited for before the next: with them in flight while the next
+     * chunk's fragments were computed into a second register set, ptxas serialized them anyway
+     * (C7513; bench/results/wg-h200-v7/) */
     for (int64_t c = c0; c < c1; c++) {
         int it = (int)(c - c0), s = it % C::STAGES;
         cp_wait<C::STAGES - 2>();
