@@ -4,14 +4,14 @@
  * section 5) and a run computes, for activations x [T, H] BF16 and a routing (ids, weights)
  * [T, top_k]:
  *   1. permutation: per local expert, in expert order, the (token, slot) pairs routed to it in
- *      slot order (an ordered compaction per expert, no atomics); a tile map of 16-, 32- or 64-row
- *      tiles per expert;
+ *      slot order (an ordered compaction per expert, no atomics); a tile map of 16-, 32-, 64- or
+ *      128-row tiles per expert;
  *   2. W4A4 only: the gathered FC1 input rows quantized to NVFP4 with the expert's global scale
  *      1 / w13_input_scale (nvf_qb_quantize, RTN or 4over6) and replaced by their exact
  *      E2M1 x E4M3 values in BF16;
  *   3. FC1 grouped GEMM: E2M1 x E4M3 weights dequantized to BF16 in registers (exact), BF16
- *      mma.sync m16n8k16 with f32 accumulation, K optionally split in fixed ranges into an f32
- *      workspace;
+ *      mma.sync m16n8k16 (or, on compute capability 9.0, wgmma for tiles of 32 rows and more)
+ *      with f32 accumulation, K optionally split in fixed ranges into an f32 workspace;
  *   4. FC1 epilogue: the split partials summed in split order, times w13_alpha, the gated
  *      activation of the (gate, up) pair that the w13 interleave places 64 rows apart, rounded
  *      to BF16 (W4A4: quantized with 1 / fc2_input_scale, as in 2);
@@ -136,7 +136,7 @@ static inline int32_t nvf_cuda_moe_grid_tiles(const nvf_cuda_moe_plan *plan) {
 /** The same staged in shared memory (kernels/moe_gemm_tiled.cu), 16-, 32- or 64-row tiles;
  * K % 32 == 0. nvf_cuda_moe_gemm calls it where it applies. `variant`: 1, block scales read
  * from a 256-entry table of BF16 pairs (kernel v4); 2, also the E2M1 pair table replicated per
- * lane in 64-row tiles (v5 and v6, the default); 0, scales decoded per use. A 64-row tile's 16-row
+ * lane in 64-row tiles (v5, v6 and v7); 0, scales decoded per use. A 64-row tile's 16-row
  * groups holding none of its expert's rows are skipped. */
 int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                             const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k,
