@@ -161,9 +161,9 @@ __global__ void fc1_epilogue_kernel(uint16_t *h, const float *ws, int64_t split_
         float v[4];
         fc1_act4(v, ws, split_stride, splits, p, c, n1, gated,
                  alpha[expert_of(offsets, n_experts, p)], act);
-        *(uint2 *)(h + (int64_t)p * inter + c) =
-            make_uint2((uint32_t)nvf_f32_to_bf16_rn(v[0]) | (nvf_f32_to_bf16_rn(v[1]) << 16),
-                       (uint32_t)nvf_f32_to_bf16_rn(v[2]) | (nvf_f32_to_bf16_rn(v[3]) << 16));
+        *(uint2 *)(h + (int64_t)p * inter + c) = make_uint2(
+            (uint32_t)nvf_f32_to_bf16_rn(v[0]) | ((uint32_t)nvf_f32_to_bf16_rn(v[1]) << 16),
+            (uint32_t)nvf_f32_to_bf16_rn(v[2]) | ((uint32_t)nvf_f32_to_bf16_rn(v[3]) << 16));
     }
 }
 
