@@ -168,9 +168,12 @@ __global__ void fc1_epilogue_kernel(uint16_t *h, const float *ws, int64_t split_
 }
 
 /* FC1 epilogue, W4A4: a thread per 16-value block of a permuted row (its quantization with
- * 1 / fc2_input_scale needs the whole block). A quad of lanes per block, each quantizing the
- * block it gathered by shuffles, was 3x slower per block (Qwen3-30B-A3B at 4096 tokens on the
- * H200: 0.23 ms beside W4A16's epilogue). */
+ * 1 / fc2_input_scale needs the whole block). Before, a quad of lanes per block each quantized
+ * the whole block gathered by shuffles: 4x the work per block. On the H200, Qwen3-30B-A3B at
+ * 4096 tokens, W4A4 went from 1.37x to 1.22x W4A16's time (its epilogue took 0.36 ms against
+ * W4A16's 0.13); with few blocks there are 4x fewer threads, and DeepSeek-V3 W4A4 at 8-128
+ * tokens took 7-12 us more (bench/results/final-h200-dbf750d/ against final-h200-5e84245/, two
+ * calls). */
 __global__ void fc1_epilogue_q_kernel(uint16_t *h, const float *ws, int64_t split_stride,
                                       int splits, const int32_t *offsets, int64_t n_experts,
                                       int64_t inter, int gated, const float *alpha,
