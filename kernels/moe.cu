@@ -52,21 +52,16 @@ __device__ __forceinline__ void store_bf16x16(uint16_t *dst, const uint16_t *v) 
     d[1] = make_uint4(w[4], w[5], w[6], w[7]);
 }
 
-/* The E2M1 x E4M3 values, as BF16, of 16 values quantized with global scale gs. */
-__device__ __forceinline__ void qdq_values(uint16_t *out, const float *v, float gs,
-                                           const nvf_quant_params q) {
+/* The E2M1 x E4M3 values, as BF16, of 16 values quantized with global scale gs, written at dst
+ * (as store_bf16x16). */
+__device__ void qdq_block(uint16_t *dst, const float *v, float gs, const nvf_quant_params q) {
     nvf_qb_consts k = nvf_qb_consts_make(gs, q.method, q.error, q.domain);
     uint8_t packed[NVF_BLOCK_BYTES], scale;
     nvf_qb_quantize(packed, &scale, v, &k);
     float s = nvf_e4m3_to_f32(scale);
+    uint16_t out[NVF_BLOCK];
     for (int j = 0; j < NVF_BLOCK; j++)
         out[j] = nvf_f32_to_bf16_rn(nvf_e2m1_to_f32(nvf_e2m1_unpack(packed, j)) * s);
-}
-
-/* qdq_values written at dst (as store_bf16x16). */
-__device__ void qdq_block(uint16_t *dst, const float *v, float gs, const nvf_quant_params q) {
-    uint16_t out[NVF_BLOCK];
-    qdq_values(out, v, gs, q);
     store_bf16x16(dst, out);
 }
 
@@ -514,8 +509,9 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
          * 64- and 128-row tiles beyond, where a kernel takes them (nvf_cuda_moe_gemm_tall). */
         int64_t et = L->n_experts_total > E ? L->n_experts_total : E;
         int64_t local = slots * E / et > 0 ? slots * E / et : 1; /* expected local rows */
-        int32_t tile_rows = 16, tall = nvf_cuda_moe_gemm_tall(H);
-        tall = tall < nvf_cuda_moe_gemm_tall(I) ? tall : nvf_cuda_moe_gemm_tall(I);
+        int32_t tile_rows = 16, tall_h = nvf_cuda_moe_gemm_tall(H),
+                tall_i = nvf_cuda_moe_gemm_tall(I);
+        int32_t tall = tall_h < tall_i ? tall_h : tall_i;
         for (int32_t rows = tall; rows >= 32 && tile_rows == 16; rows /= 2)
             if (local / E >= tile_rows_from(rows, tall))
                 tile_rows = rows;

@@ -318,7 +318,8 @@ extern "C" int nvf_cuda_moe_gemm_cta_rows(int64_t k, int32_t tile_rows) {
 
 /* What bounds each kernel's residency (ptxas -v at sm_90): the shared-memory kernel's
  * __launch_bounds__(256, 2) and its stages; the 16-row register kernel's 128 registers from v6
- * (4 CTAs of 128 threads), 152 before (3); the 64-row register kernel's 210-255 (2). */
+ * (4 CTAs of 128 threads), 152 before (3); the 64-row register kernel's 210-255 (2); the wgmma
+ * kernel's shared memory (stages and the 32 KB table: 3 CTAs for 32-row tiles, 2 beyond). */
 extern "C" int nvf_cuda_moe_gemm_ctas_per_sm(int64_t k, int32_t tile_rows) {
     if (use_wg(k, tile_rows))
         return tile_rows >= 64 ? 2 : 3;
@@ -375,11 +376,11 @@ extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint1
     if (kb == 2 && chunks_per_split % 2)
         return nvf_error_set(NVF_E_INVALID, "MoE GEMM: %d chunks per split with 128-value steps",
                              chunks_per_split);
-    /* register kernels: 16-row tiles: 4 warps side by side over 128 weight rows; 64-row tiles:
-     * 2 x 2 warps of 32 x 64 */
     if (use_wg(k, plan->tile_rows))
         return nvf_cuda_moe_gemm_wg(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split,
                                     plan, stream);
+    /* register kernels: 16-row tiles: 4 warps side by side over 128 weight rows; 64-row tiles:
+     * 2 x 2 warps of 32 x 64 */
     if (v == 1)
         return plan->tile_rows == 16
                    ? launch<1, 4, 1, 4, 1, false, false>(ws, ws_split_stride, a, gather, w, sf, n,

@@ -122,10 +122,6 @@ __device__ __forceinline__ void wg_fence_reg(float &x) {
     asm volatile("" : "+f"(x)::"memory");
 }
 
-__device__ __forceinline__ void cp16s(uint32_t saddr, const void *gmem) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(gmem));
-}
-
 /* Two E4M3 scale bytes (byte 0 and byte 1 of `two`) as BF16 pairs, exact: E4M3 -> F16 in
  * hardware (every E4M3 value is an F16), F16 -> F32 -> BF16 (4 significant bits). */
 __device__ __forceinline__ void e4m3x2_bf16x2(uint32_t two, uint32_t *s0, uint32_t *s1) {

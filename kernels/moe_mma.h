@@ -75,11 +75,16 @@ __device__ __forceinline__ void mma_bf16(float *c, uint32_t a0, uint32_t a1, uin
 
 /* ---- cp.async (moe_gemm_tiled.cu, moe_gemm_wg.cu) ------------------------------------ */
 
-/* Copy 16 bytes global -> shared, of which the first src_bytes are read and the rest zeroed. */
-__device__ __forceinline__ void cp16(void *smem, const void *gmem, int src_bytes) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+/* Copy 16 bytes global -> shared address saddr, of which the first src_bytes are read and the
+ * rest zeroed. */
+__device__ __forceinline__ void cp16s(uint32_t saddr, const void *gmem, int src_bytes = 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(gmem),
                  "r"(src_bytes));
+}
+
+/* The same to a generic pointer into shared memory. */
+__device__ __forceinline__ void cp16(void *smem, const void *gmem, int src_bytes) {
+    cp16s((uint32_t)__cvta_generic_to_shared(smem), gmem, src_bytes);
 }
 
 __device__ __forceinline__ void cp_commit(void) {
