@@ -52,11 +52,28 @@ __device__ __forceinline__ void k_range(int64_t *c0, int64_t *c1, int64_t nchunk
     *c1 = *c0 + cps < nchunks ? *c0 + cps : nchunks;
 }
 
+/* How the weights become BF16: DQ_DECODE, a byte's two codes through the pair table and the
+ * scale decoded per use (v1-v3); DQ_TABLE, the scale through a table of BF16 pairs too (v4-v7);
+ * DQ_BITS (v8), the codes by shifts and masks (e2m1x8_bf16x2: no shared-memory lookups) with
+ * the scale table times E2M1_BITS_SCALE, and each MMA step's k slots pairing values i and i + 4
+ * of a word instead of 2i and 2i + 1 (for A and B alike; A's words are paired with a PRMT, which
+ * also puts them in the MMA's register order); DQ_BYTES (v9), by shifts too, a byte at a time
+ * (e2m1x2_bf16x2), in DQ_TABLE's k order. */
+enum { DQ_DECODE, DQ_TABLE, DQ_BITS, DQ_BYTES };
+
+/* The BF16 pairs (lo(x), lo(y)) and (hi(x), hi(y)) of two BF16 pairs x, y. */
+__device__ __forceinline__ uint32_t bf16_los(uint32_t x, uint32_t y) {
+    return __byte_perm(x, y, 0x5410u);
+}
+__device__ __forceinline__ uint32_t bf16_his(uint32_t x, uint32_t y) {
+    return __byte_perm(x, y, 0x7632u);
+}
+
 /* Warps WM x WN; a warp computes MT 16-row tiles x NT 8-column tiles. A lane covers KB
  * consecutive NVFP4 blocks of a row per step of the K loop (KB 1: 8 weight bytes, one chunk of
  * 64 values per step; KB 2: 16 bytes, two chunks: K % 128 == 0 only). With PF, the next step's
  * weight bytes and scales are loaded before this step's MMAs (register double buffering). */
-template <int MT, int NT, int WM, int WN, int KB, bool PF, bool STAB>
+template <int MT, int NT, int WM, int WN, int KB, bool PF, int DQ>
 __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *slut, int32_t info,
                                           float *ws, int64_t ws_split_stride, const uint16_t *a,
                                           int gather, const uint8_t *w, const uint8_t *sf,
@@ -174,31 +191,67 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
                         aq[mt][h][i] = __ldg(p + i);
                 }
             }
+        /* A's fragment words per step: with DQ_BITS, step st = 2w + c (word w of the lane's
+         * values, c = 0 or 1) takes k slots (8w + 2c, 8w + 2c + 4) and (8w + 2c + 1, 8w + 2c + 5),
+         * the pairs e2m1x8_bf16x2 makes of weight word w; otherwise (4st, 4st + 1) and (4st + 2,
+         * 4st + 3), a byte's two codes */
+        uint32_t af[MT][2][8 * KB];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int st = 0; st < 4 * KB; st++) {
+                    if constexpr (DQ == DQ_BITS) {
+                        int x = 4 * (st >> 1) + (st & 1);
+                        uint32_t lo = word_of(aq[mt][h], x), hi = word_of(aq[mt][h], x + 2);
+                        af[mt][h][2 * st] = bf16_los(lo, hi);
+                        af[mt][h][2 * st + 1] = bf16_his(lo, hi);
+                    } else {
+                        af[mt][h][2 * st] = word_of(aq[mt][h], 2 * st);
+                        af[mt][h][2 * st + 1] = word_of(aq[mt][h], 2 * st + 1);
+                    }
+                }
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
             uint32_t bw[8 * KB];
 #pragma unroll
             for (int j = 0; j < KB; j++) {
                 uint32_t s2, sb = (csf[nt] >> (8 * j)) & 0xFFu;
-                if (STAB) {
+                if (DQ != DQ_DECODE) {
                     s2 = slut[sb];
                 } else {
                     uint32_t s = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)sb));
                     s2 = s | (s << 16);
                 }
+                if constexpr (DQ == DQ_BYTES) {
 #pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    bw[8 * j + i] =
-                        bf16x2_mul(e2m1_pair<false>(lut, cq[nt][2 * j + (i >> 2)], i & 3), s2);
+                    for (int i = 0; i < 8; i++)
+                        bw[8 * j + i] =
+                            bf16x2_mul(e2m1x2_bf16x2(byte_of(cq[nt][2 * j + (i >> 2)], i & 3)), s2);
+                } else if constexpr (DQ == DQ_BITS) {
+#pragma unroll
+                    for (int i = 0; i < 2; i++) {
+                        uint32_t r[4];
+                        e2m1x8_bf16x2(cq[nt][2 * j + i], r);
+#pragma unroll
+                        for (int q = 0; q < 4; q++)
+                            bw[8 * j + 4 * i + q] = bf16x2_mul(r[q], s2);
+                    }
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+                        bw[8 * j + i] =
+                            bf16x2_mul(e2m1_pair<false>(lut, cq[nt][2 * j + (i >> 2)], i & 3), s2);
                 }
             }
 #pragma unroll
             for (int st = 0; st < 4 * KB; st++)
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++)
-                    mma_bf16(acc[mt][nt], word_of(aq[mt][0], 2 * st), word_of(aq[mt][1], 2 * st),
-                             word_of(aq[mt][0], 2 * st + 1), word_of(aq[mt][1], 2 * st + 1),
-                             bw[2 * st], bw[2 * st + 1]);
+                    mma_bf16(acc[mt][nt], af[mt][0][2 * st], af[mt][1][2 * st],
+                             af[mt][0][2 * st + 1], af[mt][1][2 * st + 1], bw[2 * st],
+                             bw[2 * st + 1]);
         }
     }
 
@@ -213,35 +266,39 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 int64_t col = n0 + nt * 8 + 2 * t;
+                /* exact: a power of two */
+                float u = DQ == DQ_BITS || DQ == DQ_BYTES ? E2M1_BITS_UNDO : 1.0f;
                 if (col < N) /* N is even: col + 1 < N too */
                     *(float2 *)(wz + p * N + col) =
-                        make_float2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+                        make_float2(acc[mt][nt][2 * h] * u, acc[mt][nt][2 * h + 1] * u);
             }
         }
 }
 
 /* CTA (x, y, z): weight rows BN x of tiles y, y + gridDim.y, ... up to the first unused one,
- * K range z. STAB: scales through a table of BF16 pairs (v4); else decoded per use. MINB: CTAs
+ * K range z. DQ: how weights become BF16 (DQ_DECODE, DQ_TABLE, DQ_BITS). MINB: CTAs
  * per SM the registers must allow (0: no cap). */
-template <int MT, int NT, int WM, int WN, int KB, bool PF, bool STAB, int MINB>
+template <int MT, int NT, int WM, int WN, int KB, bool PF, int DQ, int MINB>
 __global__ void __launch_bounds__(WM *WN * 32, MINB)
     moe_gemm_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                     const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K, int chunks_per_split,
                     nvf_cuda_moe_plan plan) {
     if (plan.tile_info[blockIdx.y] < 0) /* before anything else: CTAs beyond the used tiles */
         return;
-    __shared__ uint32_t lut[256];
-    __shared__ uint32_t slut[STAB ? 256 : 1];
-    e2m1_pair_lut(lut);
-    if (STAB)
-        e4m3_bf16x2_lut(slut);
+    constexpr bool bits = DQ == DQ_BITS || DQ == DQ_BYTES;
+    __shared__ uint32_t lut[bits ? 1 : 256];
+    __shared__ uint32_t slut[DQ == DQ_DECODE ? 1 : 256];
+    if (!bits)
+        e2m1_pair_lut(lut);
+    if (DQ != DQ_DECODE)
+        e4m3_bf16x2_lut(slut, bits ? E2M1_BITS_SCALE : 1.0f);
     __syncthreads();
     for (int64_t ty = blockIdx.y; ty < plan.max_tiles; ty += gridDim.y) {
         int32_t info = plan.tile_info[ty];
         if (info < 0)
             break;
-        gemm_tile<MT, NT, WM, WN, KB, PF, STAB>(lut, slut, info, ws, ws_split_stride, a, gather, w,
-                                                sf, N, K, chunks_per_split, plan);
+        gemm_tile<MT, NT, WM, WN, KB, PF, DQ>(lut, slut, info, ws, ws_split_stride, a, gather, w,
+                                              sf, N, K, chunks_per_split, plan);
     }
 }
 
@@ -258,9 +315,10 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB)
  * DeepSeek-V3, while for 32-row tiles it was 11-14% slower (its 32 KB fill per CTA; bench moe on
  * the H200 at 5517e83, bench/results/gemm-h200-5517e83/; at c4a08b5, before the scale table, it
  * did not help at all; for 16-row tiles 9-13% slower, bench/results/gemm-h200-v6/); v6, the
- * default before, v5 with the 16-row register kernel capped at 128 registers (launch_reg); v7,
- * the default, v6 with the warpgroup-MMA kernel (moe_gemm_wg.cu) for 32-row tiles and taller
- * where the device runs it (use_wg). bench moe at 00142a7 on the H200: v2 is 4-12% faster than
+ * v5 with the 16-row register kernel capped at 128 registers (launch_reg); v7, v6 with the
+ * warpgroup-MMA kernel (moe_gemm_wg.cu) for 32-row tiles and taller where the device runs it
+ * (use_wg); v8, the default, v7 with the 16-row register kernel's codes decoded by shifts
+ * (DQ_BITS) instead of the pair table. bench moe at 00142a7 on the H200: v2 is 4-12% faster than
  * v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even elsewhere
  * (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
 /* K from which v5 uses the replicated pair table (64-row tiles): its 32 KB fill per CTA pays
@@ -274,14 +332,16 @@ static int gemm_version(void) {
     static int v = 0;
     if (v == 0) {
         const char *env = getenv("NVFP4_MOE_GEMM");
-        v = !env                     ? 7
+        v = !env                     ? 8
             : strcmp(env, "v1") == 0 ? 1
             : strcmp(env, "v2") == 0 ? 2
             : strcmp(env, "v3") == 0 ? 3
             : strcmp(env, "v4") == 0 ? 4
             : strcmp(env, "v5") == 0 ? 5
             : strcmp(env, "v6") == 0 ? 6
-                                     : 7;
+            : strcmp(env, "v7") == 0 ? 7
+            : strcmp(env, "v9") == 0 ? 9
+                                     : 8;
     }
     return v;
 }
@@ -330,7 +390,7 @@ extern "C" int nvf_cuda_moe_gemm_ctas_per_sm(int64_t k, int32_t tile_rows) {
     return 2;
 }
 
-template <int MT, int NT, int WM, int WN, int KB, bool PF, bool STAB, int MINB = 0>
+template <int MT, int NT, int WM, int WN, int KB, bool PF, int DQ, int MINB = 0>
 static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                   const uint8_t *sf, int64_t n, int64_t k, int cps, const nvf_cuda_moe_plan *plan,
                   cudaStream_t st) {
@@ -338,7 +398,7 @@ static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, cons
     int64_t nchunks = (k + 63) / 64;
     dim3 grid((unsigned)((n + 8 * NT * WN - 1) / (8 * NT * WN)),
               (unsigned)nvf_cuda_moe_grid_tiles(plan), (unsigned)((nchunks + cps - 1) / cps));
-    moe_gemm_kernel<MT, NT, WM, WN, KB, PF, STAB, MINB>
+    moe_gemm_kernel<MT, NT, WM, WN, KB, PF, DQ, MINB>
         <<<grid, WM * WN * 32, 0, st>>>(ws, stride, a, gather, w, sf, n, k, cps, *plan);
     NVF_CUDA_TRY(cudaGetLastError());
 done:
@@ -349,21 +409,28 @@ done:
  * from v4; from v6, 16-row tiles' registers capped for 4 CTAs per SM (152 -> 128 registers,
  * 12 -> 16 warps per SM, 32 bytes spilled): 8-11% faster at 16-256 tokens on DeepSeek-V3 with
  * balanced routing (bench moe on the H200, bench/results/gemm-h200-v6/); a cap for 5 CTAs (96
- * registers, 384 bytes spilled) was 50% slower. */
+ * registers, 384 bytes spilled) was 50% slower. From v8, 16-row tiles decode by shifts (DQ_BITS).
+ */
 template <int MT, int NT, int WM, int WN, int KB>
 static int launch_reg(int v, float *ws, int64_t stride, const uint16_t *a, int gather,
                       const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k, int cps,
                       const nvf_cuda_moe_plan *plan, cudaStream_t st) {
     if constexpr (MT == 1) {
+        if (v >= 9)
+            return launch<MT, NT, WM, WN, KB, true, DQ_BYTES, 4>(ws, stride, a, gather, w, sf, n, k,
+                                                                 cps, plan, st);
+        if (v >= 8)
+            return launch<MT, NT, WM, WN, KB, true, DQ_BITS, 4>(ws, stride, a, gather, w, sf, n, k,
+                                                                cps, plan, st);
         if (v >= 6)
-            return launch<MT, NT, WM, WN, KB, true, true, 4>(ws, stride, a, gather, w, sf, n, k,
-                                                             cps, plan, st);
+            return launch<MT, NT, WM, WN, KB, true, DQ_TABLE, 4>(ws, stride, a, gather, w, sf, n, k,
+                                                                 cps, plan, st);
     }
     if (v >= 4)
-        return launch<MT, NT, WM, WN, KB, true, true>(ws, stride, a, gather, w, sf, n, k, cps, plan,
-                                                      st);
-    return launch<MT, NT, WM, WN, KB, true, false>(ws, stride, a, gather, w, sf, n, k, cps, plan,
-                                                   st);
+        return launch<MT, NT, WM, WN, KB, true, DQ_TABLE>(ws, stride, a, gather, w, sf, n, k, cps,
+                                                          plan, st);
+    return launch<MT, NT, WM, WN, KB, true, DQ_DECODE>(ws, stride, a, gather, w, sf, n, k, cps,
+                                                       plan, st);
 }
 
 extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
@@ -383,10 +450,10 @@ extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint1
      * 2 x 2 warps of 32 x 64 */
     if (v == 1)
         return plan->tile_rows == 16
-                   ? launch<1, 4, 1, 4, 1, false, false>(ws, ws_split_stride, a, gather, w, sf, n,
-                                                         k, chunks_per_split, plan, stream)
-                   : launch<2, 8, 2, 2, 1, false, false>(ws, ws_split_stride, a, gather, w, sf, n,
-                                                         k, chunks_per_split, plan, stream);
+                   ? launch<1, 4, 1, 4, 1, false, DQ_DECODE>(ws, ws_split_stride, a, gather, w, sf,
+                                                             n, k, chunks_per_split, plan, stream)
+                   : launch<2, 8, 2, 2, 1, false, DQ_DECODE>(ws, ws_split_stride, a, gather, w, sf,
+                                                             n, k, chunks_per_split, plan, stream);
     if (use_tiled(k, plan->tile_rows))
         return nvf_cuda_moe_gemm_tiled(ws, ws_split_stride, a, gather, w, sf, n, k,
                                        chunks_per_split, plan,

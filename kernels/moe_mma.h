@@ -49,12 +49,38 @@ __device__ __forceinline__ uint32_t e2m1_pair(const uint32_t *lq, uint32_t word,
     return REP ? lq[byte_of(word, i) << 5] : lq[byte_of(word, i)];
 }
 
-/* E4M3 scale byte -> its value as a BF16 pair (exact: 4 significant bits), all 256 bytes. */
-__device__ __forceinline__ void e4m3_bf16x2_lut(uint32_t *slut) {
+/* E4M3 scale byte -> its value times `factor` (a power of two) as a BF16 pair, all 256 bytes
+ * (exact: 4 significant bits, and every E4M3 value times 1 or 2^119 is a normal BF16). */
+__device__ __forceinline__ void e4m3_bf16x2_lut(uint32_t *slut, float factor = 1.0f) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) {
-        uint32_t s = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)i));
+        uint32_t s = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)i) * factor);
         slut[i] = s | (s << 16);
     }
+}
+
+/* The eight E2M1 codes of word q (code i in bits 4i .. 4i + 3) as four BF16 pairs without a
+ * table: r[j] = (code j, code j + 4) in (low, high) half, each value times 2^-126. A code's sign
+ * goes to bit 15 of its half and its bits e1 e0 m to bits 8 .. 6, the lowest exponent bits and
+ * the top mantissa bit: for e >= 1 that is 2^(e - 127) (1 + m / 2) = 2^-126 2^(e - 1) (1 + m / 2),
+ * for e = 0 the subnormal m 2^-127 = 2^-126 (m / 2). A product with a scale of E2M1_BITS_SCALE
+ * (bf16x2_mul: subnormal inputs are exact) is then the exact BF16 value times 2^-7. Shifts and
+ * masks only: the 16-row kernel's table lookups had 2.9-way bank conflicts, its bound (Nsight
+ * Compute at 128 tokens, bench/results/gemm-h200-v6/c1-routing/ncu-128.txt). */
+#define E2M1_BITS_SCALE 0x1p119f /* 2^126 / 2^7: the largest E4M3 times it stays below 2^128 */
+#define E2M1_BITS_UNDO  128.0f   /* what the f32 sums are multiplied by to undo the 2^-7 */
+/* The two codes of byte b (< 256) as the BF16 pair (low code, high code), each times 2^-126 as
+ * in e2m1x8_bf16x2, in a byte's natural order: b * 0x40040 and b * 0x1001000 are two copies of
+ * b 12 bits apart (no carries), the masks keep each code's e1 e0 m at 8 .. 6 and its sign at 15. */
+__device__ __forceinline__ uint32_t e2m1x2_bf16x2(uint32_t b) {
+    return ((b * 0x40040u) & 0x01C001C0u) | ((b * 0x1001000u) & 0x80008000u);
+}
+
+__device__ __forceinline__ void e2m1x8_bf16x2(uint32_t q, uint32_t *r) {
+    const uint32_t em = 0x01C001C0u, sg = 0x80008000u;
+    r[0] = ((q << 6) & em) | ((q << 12) & sg);
+    r[1] = ((q << 2) & em) | ((q << 8) & sg);
+    r[2] = ((q >> 2) & em) | ((q << 4) & sg);
+    r[3] = ((q >> 6) & em) | (q & sg);
 }
 
 /* a * b per BF16 half; exact here, so the rounding mode never acts (the -0 addend keeps the sign

@@ -34,7 +34,8 @@ for step in "${steps[@]}"; do
                 echo "FAIL $(basename "$t") (exit $?)"; tail -30 "$OUT/$(basename "$t").log"; rc=1
             fi
         done
-        # the MoE kernels the default (v7) leaves out on this GPU: v6's for every tile height
+        # the MoE kernels the default (v8) leaves out on this GPU: v6's for every tile height (its
+        # 16-row kernel is v7's)
         if NVFP4_MOE_GEMM=v6 "$TESTS/gpu_test_moe_cuda" >"$OUT/gpu_test_moe_cuda-v6.log" 2>&1; then
             echo "PASS gpu_test_moe_cuda (NVFP4_MOE_GEMM=v6)"
         else
