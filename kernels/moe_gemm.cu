@@ -57,9 +57,8 @@ __device__ __forceinline__ void k_range(int64_t *c0, int64_t *c1, int64_t nchunk
  * DQ_BITS (v8), the codes by shifts and masks (e2m1x8_bf16x2: no shared-memory lookups) with
  * the scale table times E2M1_BITS_SCALE, and each MMA step's k slots pairing values i and i + 4
  * of a word instead of 2i and 2i + 1 (for A and B alike; A's words are paired with a PRMT, which
- * also puts them in the MMA's register order); DQ_BYTES (v9), by shifts too, a byte at a time
- * (e2m1x2_bf16x2), in DQ_TABLE's k order. */
-enum { DQ_DECODE, DQ_TABLE, DQ_BITS, DQ_BYTES };
+ * also puts them in the MMA's register order). */
+enum { DQ_DECODE, DQ_TABLE, DQ_BITS };
 
 /* The BF16 pairs (lo(x), lo(y)) and (hi(x), hi(y)) of two BF16 pairs x, y. */
 __device__ __forceinline__ uint32_t bf16_los(uint32_t x, uint32_t y) {
@@ -224,12 +223,7 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
                     uint32_t s = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)sb));
                     s2 = s | (s << 16);
                 }
-                if constexpr (DQ == DQ_BYTES) {
-#pragma unroll
-                    for (int i = 0; i < 8; i++)
-                        bw[8 * j + i] =
-                            bf16x2_mul(e2m1x2_bf16x2(byte_of(cq[nt][2 * j + (i >> 2)], i & 3)), s2);
-                } else if constexpr (DQ == DQ_BITS) {
+                if constexpr (DQ == DQ_BITS) {
 #pragma unroll
                     for (int i = 0; i < 2; i++) {
                         uint32_t r[4];
@@ -267,7 +261,7 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
             for (int nt = 0; nt < NT; nt++) {
                 int64_t col = n0 + nt * 8 + 2 * t;
                 /* exact: a power of two */
-                float u = DQ == DQ_BITS || DQ == DQ_BYTES ? E2M1_BITS_UNDO : 1.0f;
+                float u = DQ == DQ_BITS ? E2M1_BITS_UNDO : 1.0f;
                 if (col < N) /* N is even: col + 1 < N too */
                     *(float2 *)(wz + p * N + col) =
                         make_float2(acc[mt][nt][2 * h] * u, acc[mt][nt][2 * h + 1] * u);
@@ -285,7 +279,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB)
                     nvf_cuda_moe_plan plan) {
     if (plan.tile_info[blockIdx.y] < 0) /* before anything else: CTAs beyond the used tiles */
         return;
-    constexpr bool bits = DQ == DQ_BITS || DQ == DQ_BYTES;
+    constexpr bool bits = DQ == DQ_BITS;
     __shared__ uint32_t lut[bits ? 1 : 256];
     __shared__ uint32_t slut[DQ == DQ_DECODE ? 1 : 256];
     if (!bits)
@@ -340,7 +334,6 @@ static int gemm_version(void) {
             : strcmp(env, "v5") == 0 ? 5
             : strcmp(env, "v6") == 0 ? 6
             : strcmp(env, "v7") == 0 ? 7
-            : strcmp(env, "v9") == 0 ? 9
                                      : 8;
     }
     return v;
@@ -416,9 +409,6 @@ static int launch_reg(int v, float *ws, int64_t stride, const uint16_t *a, int g
                       const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k, int cps,
                       const nvf_cuda_moe_plan *plan, cudaStream_t st) {
     if constexpr (MT == 1) {
-        if (v >= 9)
-            return launch<MT, NT, WM, WN, KB, true, DQ_BYTES, 4>(ws, stride, a, gather, w, sf, n, k,
-                                                                 cps, plan, st);
         if (v >= 8)
             return launch<MT, NT, WM, WN, KB, true, DQ_BITS, 4>(ws, stride, a, gather, w, sf, n, k,
                                                                 cps, plan, st);

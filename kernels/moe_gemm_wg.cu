@@ -33,9 +33,6 @@
 
 #include <cuda_runtime.h>
 
-#include <stdlib.h>
-#include <string.h>
-
 #define WG_N       128 /* weight rows per CTA: 64 per warpgroup */
 #define WG_THREADS 256
 
@@ -166,7 +163,7 @@ __device__ __forceinline__ void wg_issue(uint32_t smem, int st, const wg_src<NTO
 
 /* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 127.
  * Ends with no copy and no wgmma in flight; the caller syncs before the stages are reused. */
-template <int NTOK, bool IL>
+template <int NTOK>
 __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info,
                                         float *ws, int64_t ws_split_stride, const uint16_t *a,
                                         int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
@@ -245,15 +242,9 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
         q1[0] = *(const uint4 *)(wst + w1 + x1);
         q1[1] = *(const uint4 *)(wst + w1 + (x1 ^ 16));
         uint32_t sw0 = *(const uint32_t *)(sst + sc0), sw1 = *(const uint32_t *)(sst + sc1);
-        uint32_t af[4][4], bs = smem + s * C::B;
-#pragma unroll
-        for (int i = 0; i < NTOK / 2; i++)
-            wg_fence_reg(acc[i]);
-            /* step k (values 16k .. 16k + 15 of the chunk, block k): lane t's fragment holds
-             * values 2t, 2t + 1 (byte t of word 2k) and 2t + 8, 2t + 9 (byte t of word 2k + 1).
-             * With IL, each step's wgmma is issued as soon as its fragment is made, so the tensor
-             * cores run step k while step k + 1 is dequantized (each step has its own registers);
-             * else all four after the last */
+        uint32_t af[4][4];
+        /* step k (values 16k .. 16k + 15 of the chunk, block k): lane t's fragment holds
+         * values 2t, 2t + 1 (byte t of word 2k) and 2t + 8, 2t + 9 (byte t of word 2k + 1) */
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             uint32_t s0, s1; /* block k's scales of both rows */
@@ -265,17 +256,15 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
             af[k][1] = bf16x2_mul(lq[__byte_perm(lo1, 0u, sel) << 5], s1);
             af[k][2] = bf16x2_mul(lq[__byte_perm(hi0, 0u, sel) << 5], s0);
             af[k][3] = bf16x2_mul(lq[__byte_perm(hi1, 0u, sel) << 5], s1);
-            if (IL) { /* the fence orders the fragment's writes before the wgmma reads them */
-                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-                wgmma_bf16<NTOK>::run(acc, af[k], wg_desc_sw128(bs + 32 * k));
-            }
         }
-        if (!IL) {
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        uint32_t bs = smem + s * C::B;
 #pragma unroll
-            for (int k = 0; k < 4; k++)
-                wgmma_bf16<NTOK>::run(acc, af[k], wg_desc_sw128(bs + 32 * k));
-        }
+        for (int i = 0; i < NTOK / 2; i++)
+            wg_fence_reg(acc[i]);
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            wgmma_bf16<NTOK>::run(acc, af[k], wg_desc_sw128(bs + 32 * k));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
@@ -299,7 +288,7 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
 
 /* CTA (x, y, z): weight rows 128 x of tiles y, y + gridDim.y, ... up to the first unused one, K
  * range z. */
-template <int NTOK, bool IL>
+template <int NTOK>
 __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
     moe_gemm_wg_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                        const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
@@ -318,8 +307,8 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
         int32_t info = plan.tile_info[ty];
         if (info < 0)
             break;
-        wg_tile<NTOK, IL>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,
-                          chunks_per_split, plan);
+        wg_tile<NTOK>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,
+                      chunks_per_split, plan);
         __syncthreads(); /* every warp is done with the stages before the next tile's copies */
     }
 #else
@@ -330,25 +319,14 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
 
 /* ---- launchers --------------------------------------------------------------------------- */
 
-/* NVFP4_MOE_WG_INTERLEAVE=1: each k step's wgmma issued as soon as its fragment is made (IL),
- * for timing against the default, all four after the chunk's dequantization. Read once. */
-static bool wg_interleave(void) {
-    static int il = -1;
-    if (il < 0) {
-        const char *env = getenv("NVFP4_MOE_WG_INTERLEAVE");
-        il = env && strcmp(env, "1") == 0;
-    }
-    return il;
-}
-
-template <int NTOK, bool IL>
-static int launch_kernel(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
-                         const uint8_t *sf, int64_t n, int64_t k, int cps,
-                         const nvf_cuda_moe_plan *plan, cudaStream_t st) {
+template <int NTOK>
+static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
+                     const uint8_t *sf, int64_t n, int64_t k, int cps,
+                     const nvf_cuda_moe_plan *plan, cudaStream_t st) {
     int rc = 0;
     static int smem_set = 0; /* the dynamic shared memory beyond 48 KB, once per kernel */
     if (!smem_set) {
-        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_wg_kernel<NTOK, IL>,
+        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_wg_kernel<NTOK>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           wg_cfg<NTOK>::SMEM));
         smem_set = 1;
@@ -357,21 +335,12 @@ static int launch_kernel(float *ws, int64_t stride, const uint16_t *a, int gathe
         int64_t nchunks = k / 64;
         dim3 grid((unsigned)((n + WG_N - 1) / WG_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
                   (unsigned)((nchunks + cps - 1) / cps));
-        moe_gemm_wg_kernel<NTOK, IL><<<grid, WG_THREADS, wg_cfg<NTOK>::SMEM, st>>>(
+        moe_gemm_wg_kernel<NTOK><<<grid, WG_THREADS, wg_cfg<NTOK>::SMEM, st>>>(
             ws, stride, a, gather, w, sf, n, k, cps, *plan);
         NVF_CUDA_TRY(cudaGetLastError());
     }
 done:
     return rc;
-}
-
-template <int NTOK>
-static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
-                     const uint8_t *sf, int64_t n, int64_t k, int cps,
-                     const nvf_cuda_moe_plan *plan, cudaStream_t st) {
-    return wg_interleave()
-               ? launch_kernel<NTOK, true>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
-               : launch_kernel<NTOK, false>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
 }
 
 /* Whether the current device runs this file's kernels: they are built for sm_90a only, which
@@ -386,7 +355,7 @@ extern "C" int nvf_cuda_moe_gemm_wg_ok(void) {
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
             major == 9 && minor == 0 &&
-            cudaFuncGetAttributes(&attr, moe_gemm_wg_kernel<32, false>) == cudaSuccess;
+            cudaFuncGetAttributes(&attr, moe_gemm_wg_kernel<32>) == cudaSuccess;
         (void)cudaGetLastError();
     }
     return ok;

@@ -68,19 +68,16 @@ __device__ __forceinline__ void e4m3_bf16x2_lut(uint32_t *slut, float factor = 1
  * Compute at 128 tokens, bench/results/gemm-h200-v6/c1-routing/ncu-128.txt). */
 #define E2M1_BITS_SCALE 0x1p119f /* 2^126 / 2^7: the largest E4M3 times it stays below 2^128 */
 #define E2M1_BITS_UNDO  128.0f   /* what the f32 sums are multiplied by to undo the 2^-7 */
-/* The two codes of byte b (< 256) as the BF16 pair (low code, high code), each times 2^-126 as
- * in e2m1x8_bf16x2, in a byte's natural order: b * 0x40040 and b * 0x1001000 are two copies of
- * b 12 bits apart (no carries), the masks keep each code's e1 e0 m at 8 .. 6 and its sign at 15. */
-__device__ __forceinline__ uint32_t e2m1x2_bf16x2(uint32_t b) {
-    return ((b * 0x40040u) & 0x01C001C0u) | ((b * 0x1001000u) & 0x80008000u);
-}
-
 __device__ __forceinline__ void e2m1x8_bf16x2(uint32_t q, uint32_t *r) {
-    const uint32_t em = 0x01C001C0u, sg = 0x80008000u;
-    r[0] = ((q << 6) & em) | ((q << 12) & sg);
-    r[1] = ((q << 2) & em) | ((q << 8) & sg);
-    r[2] = ((q >> 2) & em) | ((q << 4) & sg);
-    r[3] = ((q >> 6) & em) | (q & sg);
+    /* codes j and j + 4 alone (a mask), times 2^(6 - 4j) + 2^(12 - 4j): two copies of each, 6
+     * bits apart (no carries), the first with e1 e0 m at 8 .. 6, the second with the sign at 15;
+     * the last mask keeps those. A multiply (IMAD) takes the shifts off the integer pipe, the
+     * kernel's busiest (Nsight Compute at 128 tokens, bench/results/bits-h200-654b593/). */
+    const uint32_t keep = 0x81C081C0u, u = q >> 8;
+    r[0] = ((q & 0x000F000Fu) * 0x1040u) & keep;
+    r[1] = ((q & 0x00F000F0u) * 0x0104u) & keep;
+    r[2] = ((u & 0x000F000Fu) * 0x1040u) & keep;
+    r[3] = ((u & 0x00F000F0u) * 0x0104u) & keep;
 }
 
 /* a * b per BF16 half; exact here, so the rounding mode never acts (the -0 addend keeps the sign
