@@ -128,17 +128,15 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
         int64_t kb = c * 4 + KB * t; /* this lane's first block of the step */
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
-            if constexpr (KB == 2) { /* K % 128 == 0: both blocks exist; kb even: aligned */
-                uint4 v = bok[nt] ? __ldg((const uint4 *)(brow[nt] + kb * 8))
-                                  : make_uint4(0u, 0u, 0u, 0u);
+            if constexpr (KB == 2) {
+                /* K % 128 == 0: both blocks exist; kb even: aligned. Rows beyond N read row 0
+                 * (brow): their columns of the product are not stored */
+                uint4 v = __ldg((const uint4 *)(brow[nt] + kb * 8));
                 q[nt][0] = v.x;
                 q[nt][1] = v.y;
                 q[nt][2] = v.z;
                 q[nt][3] = v.w;
-                s[nt] = bok[nt]
-                            ? (uint32_t)__ldg((const unsigned short *)(se + sbase[nt] +
-                                                                       (kb / 4) * 512 + (kb % 4)))
-                            : 0u;
+                s[nt] = __ldg((const unsigned short *)(se + sbase[nt] + (kb / 4) * 512 + (kb % 4)));
             } else {
                 if (bok[nt] && kb < kcols) {
                     uint2 v = __ldg((const uint2 *)(brow[nt] + kb * 8));
@@ -174,20 +172,25 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
             load_b(c, cq, csf);
         }
         int64_t kb = c * 4 + KB * t;
-        bool kok = kb < kcols;
+        bool kok = KB == 2 || kb < kcols; /* KB 2: K % 128 == 0, every block exists */
         uint4 aq[MT][2][2 * KB];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-#pragma unroll
-                for (int i = 0; i < 2 * KB; i++)
-                    aq[mt][h][i] = make_uint4(0u, 0u, 0u, 0u);
-                if (aok[mt][h] && kok) {
+                /* rows beyond the expert's read its first row (arow): their rows of the product
+                 * are not stored. Half-tiles of such rows only (the whole warp agrees) are not
+                 * read; the tile's first half has its first row. */
+                int first = r0 + (wm * MT + mt) * 16 + 8 * h;
+                if (((WM == 1 && mt == 0 && h == 0) || first < cnt) && kok) {
                     const uint4 *p = (const uint4 *)(arow[mt][h] + kb * 16);
 #pragma unroll
                     for (int i = 0; i < 2 * KB; i++)
                         aq[mt][h][i] = __ldg(p + i);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 2 * KB; i++)
+                        aq[mt][h][i] = make_uint4(0u, 0u, 0u, 0u);
                 }
             }
         /* A's fragment words per step: with DQ_BITS, step st = 2w + c (word w of the lane's
