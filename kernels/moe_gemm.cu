@@ -10,18 +10,21 @@
  *      that block's E4M3 scale byte at nvf_layout_offset(128x4, n, block);
  *   2. each byte (two E2M1 codes) becomes a BF16 pair through a 256-entry table and is
  *      multiplied by the scale as a BF16 pair: e2m1 x e4m3 has at most 5 significant bits, so
- *      the product is exact in BF16 (and so equal to the CPU reference's f32 product);
+ *      the product is exact in BF16 (and so equal to the CPU reference's f32 product); from
+ *      v8 (DQ_BITS) each word's codes j and j + 4 become a BF16 pair by masks and a multiply
+ *      instead, scaled by 2^-7 that the stores undo;
  *   3. the chunk feeds four mma.sync m16n8k16 BF16 steps. The MMA's k index is a permutation of
  *      the chunk's 64 values, the same for A and B: in step s, lane (g, t)'s fragment k indices
  *      2t, 2t+1 hold values 16t + 4s + {0, 1} and 2t+8, 2t+9 hold 16t + 4s + {2, 3}. So a lane
  *      loads 16 consecutive A values (two 16-byte loads) per row and 16 consecutive weight values
  *      per row, and every value is used by exactly one step. A dot product is a sum, and any
  *      order of its terms is the same product: the permutation changes nothing but the f32
- *      summation order inside the MMA (fixed by the hardware, so runs are byte-identical);
+ *      summation order inside the MMA (fixed by the hardware, so runs are byte-identical).
+ *      DQ_BITS pairs values 16t + 8w + {i, i + 4} instead (see DQ_BITS);
  *   4. f32 accumulators are stored to the split's workspace; alpha and the activation are the
  *      epilogue's (kernels/moe.cu).
  * K values beyond K (K % 64 != 0) load as zeros on both sides; rows beyond the expert's count
- * and weight rows beyond N are neither read nor written.
+ * and weight rows beyond N are not written, and read as other rows (K % 128 == 0) or zeros.
  */
 #include "kernels/moe_gemm.h"
 
@@ -54,7 +57,7 @@ __device__ __forceinline__ void k_range(int64_t *c0, int64_t *c1, int64_t nchunk
 
 /* How the weights become BF16: DQ_DECODE, a byte's two codes through the pair table and the
  * scale decoded per use (v1-v3); DQ_TABLE, the scale through a table of BF16 pairs too (v4-v7);
- * DQ_BITS (v8), the codes by shifts and masks (e2m1x8_bf16x2: no shared-memory lookups) with
+ * DQ_BITS (v8), the codes by masks and a multiply (e2m1x8_bf16x2: no shared-memory lookups) with
  * the scale table times E2M1_BITS_SCALE, and each MMA step's k slots pairing values i and i + 4
  * of a word instead of 2i and 2i + 1 (for A and B alike; A's words are paired with a PRMT, which
  * also puts them in the MMA's register order). */
@@ -263,9 +266,8 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 int64_t col = n0 + nt * 8 + 2 * t;
-                /* exact: a power of two */
-                float u = DQ == DQ_BITS ? E2M1_BITS_UNDO : 1.0f;
-                if (col < N) /* N is even: col + 1 < N too */
+                float u = DQ == DQ_BITS ? E2M1_BITS_UNDO : 1.0f; /* a power of two: exact */
+                if (col < N)                                     /* N is even: col + 1 < N too */
                     *(float2 *)(wz + p * N + col) =
                         make_float2(acc[mt][nt][2 * h] * u, acc[mt][nt][2 * h + 1] * u);
             }
@@ -314,7 +316,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB)
  * did not help at all; for 16-row tiles 9-13% slower, bench/results/gemm-h200-v6/); v6, the
  * v5 with the 16-row register kernel capped at 128 registers (launch_reg); v7, v6 with the
  * warpgroup-MMA kernel (moe_gemm_wg.cu) for 32-row tiles and taller where the device runs it
- * (use_wg); v8, the default, v7 with the 16-row register kernel's codes decoded by shifts
+ * (use_wg); v8, the default, v7 with the 16-row register kernel's codes decoded by a multiply
  * (DQ_BITS) instead of the pair table. bench moe at 00142a7 on the H200: v2 is 4-12% faster than
  * v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even elsewhere
  * (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
@@ -405,8 +407,8 @@ done:
  * from v4; from v6, 16-row tiles' registers capped for 4 CTAs per SM (152 -> 128 registers,
  * 12 -> 16 warps per SM, 32 bytes spilled): 8-11% faster at 16-256 tokens on DeepSeek-V3 with
  * balanced routing (bench moe on the H200, bench/results/gemm-h200-v6/); a cap for 5 CTAs (96
- * registers, 384 bytes spilled) was 50% slower. From v8, 16-row tiles decode by shifts (DQ_BITS).
- */
+ * registers, 384 bytes spilled) was 50% slower. From v8, 16-row tiles decode without the table
+ * (DQ_BITS): 3-15% faster at 8-256 tokens (bench/results/bits-h200-v8/). */
 template <int MT, int NT, int WM, int WN, int KB>
 static int launch_reg(int v, float *ws, int64_t stride, const uint16_t *a, int gather,
                       const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k, int cps,

@@ -63,16 +63,18 @@ __device__ __forceinline__ void e4m3_bf16x2_lut(uint32_t *slut, float factor = 1
  * goes to bit 15 of its half and its bits e1 e0 m to bits 8 .. 6, the lowest exponent bits and
  * the top mantissa bit: for e >= 1 that is 2^(e - 127) (1 + m / 2) = 2^-126 2^(e - 1) (1 + m / 2),
  * for e = 0 the subnormal m 2^-127 = 2^-126 (m / 2). A product with a scale of E2M1_BITS_SCALE
- * (bf16x2_mul: subnormal inputs are exact) is then the exact BF16 value times 2^-7. Shifts and
- * masks only: the 16-row kernel's table lookups had 2.9-way bank conflicts, its bound (Nsight
- * Compute at 128 tokens, bench/results/gemm-h200-v6/c1-routing/ncu-128.txt). */
+ * (bf16x2_mul: subnormal inputs are exact) is then the exact BF16 value times 2^-7. Masks and
+ * multiplies, no lookups: the 16-row kernel's table lookups had 2.9-way bank conflicts, its
+ * bound (Nsight Compute at 128 tokens, bench/results/gemm-h200-v6/c1-routing/ncu-128.txt). */
 #define E2M1_BITS_SCALE 0x1p119f /* 2^126 / 2^7: the largest E4M3 times it stays below 2^128 */
 #define E2M1_BITS_UNDO  128.0f   /* what the f32 sums are multiplied by to undo the 2^-7 */
 __device__ __forceinline__ void e2m1x8_bf16x2(uint32_t q, uint32_t *r) {
-    /* codes j and j + 4 alone (a mask), times 2^(6 - 4j) + 2^(12 - 4j): two copies of each, 6
-     * bits apart (no carries), the first with e1 e0 m at 8 .. 6, the second with the sign at 15;
-     * the last mask keeps those. A multiply (IMAD) takes the shifts off the integer pipe, the
-     * kernel's busiest (Nsight Compute at 128 tokens, bench/results/bits-h200-654b593/). */
+    /* codes j and j + 4 alone (a mask; codes 2, 6 and 3, 7 are codes 0, 4 and 1, 5 of q >> 8),
+     * times 2^(6 - 4i) + 2^(12 - 4i) for code i = 0 or 1 of the word masked: two copies of
+     * each, 6 bits apart (no carries), the first with e1 e0 m at 8 .. 6, the second with the sign
+     * at 15; the last mask keeps those. A multiply (IMAD) takes the shifts off the integer pipe,
+     * the kernel's busiest (Nsight Compute at 128 tokens, bench/results/bits-h200-v8/c2-7551b74/).
+     */
     const uint32_t keep = 0x81C081C0u, u = q >> 8;
     r[0] = ((q & 0x000F000Fu) * 0x1040u) & keep;
     r[1] = ((q & 0x00F000F0u) * 0x0104u) & keep;
