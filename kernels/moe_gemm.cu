@@ -160,7 +160,7 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
         load_b(c0, bq, bsf);
         /* two steps per loop iteration: with prefetch (PF) the copies of the next step's bytes
          * into this step's registers are renamed away (3-8% faster at 8-256 tokens, DeepSeek-V3 and
-         * GPT-OSS-120B; bench/results/bits-h200-v8/c5-8df8aed/) */
+         * GPT-OSS-120B; bench/results/bits-h200-v8/c10-8df8aed/) */
 #pragma unroll 2
     for (int64_t c = c0; c < c1; c += KB) {
         uint32_t cq[NT][2 * KB], csf[NT];
