@@ -3,8 +3,8 @@
  * of the plan (an expert and up to 16 or 64 of its permuted rows) and each 128 weight rows,
  * ws[z][row][n] = the z-th K range of A[row] . W_e[n], read straight from the prepared layout.
  *
- * How one warp computes (no shared memory staging: A rows come through L1, each weight byte is
- * loaded once per tile):
+ * How one warp computes (A rows through L1, or from v10 through shared memory (AM_SMEM); each
+ * weight byte is loaded once per tile):
  *   1. the K axis runs in chunks of 64 values, i.e. four NVFP4 blocks; lane (g, t) (g = lane/4,
  *      t = lane%4) loads weight row n0 + g's block t of the chunk (8 bytes, one 8-byte load) and
  *      that block's E4M3 scale byte at nvf_layout_offset(128x4, n, block);
@@ -71,16 +71,33 @@ __device__ __forceinline__ uint32_t bf16_his(uint32_t x, uint32_t y) {
     return __byte_perm(x, y, 0x7632u);
 }
 
+/* Where the A fragments come from: AM_GLOBAL, each warp loads them from global memory when it
+ * needs them (to v8); AM_SMEM (v10, the 16-row kernel where K % 128 == 0), the tile's A rows of
+ * a K step (16 rows x 128 values) come through shared memory, copied by the whole CTA with
+ * cp.async a step ahead (two stages): one copy of A per CTA instead of one per warp, and its
+ * latency off the warps' path (Nsight Compute at 128 tokens, v8: 35% of the warps' stall cycles
+ * on global loads; 8% faster at 8-256 tokens on DeepSeek-V3, bench/results/smem-h200-v10/).
+ * A stage is 16 rows of 256 bytes, each row padded by 16 bytes and lane t's chunks i = 0..3
+ * (values 32t + 8i ..) swapped in pairs for t >= 2, so the eight lanes of an LDS.128 phase
+ * ((g, t) for two g) hit eight different 4-bank groups. */
+enum { AM_GLOBAL, AM_SMEM };
+#define A_ROW_BYTES 272
+#define A_STAGE     (16 * A_ROW_BYTES)
+#define A_STAGES    2
+__device__ __forceinline__ uint32_t a_chunk(int r, int t, int i) {
+    return (uint32_t)(r * A_ROW_BYTES + (4 * t + (i ^ ((t >> 1) << 1))) * 16);
+}
+
 /* Warps WM x WN; a warp computes MT 16-row tiles x NT 8-column tiles. A lane covers KB
  * consecutive NVFP4 blocks of a row per step of the K loop (KB 1: 8 weight bytes, one chunk of
  * 64 values per step; KB 2: 16 bytes, two chunks: K % 128 == 0 only). With PF, the next step's
  * weight bytes and scales are loaded before this step's MMAs (register double buffering). */
-template <int MT, int NT, int WM, int WN, int KB, bool PF, int DQ>
-__device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *slut, int32_t info,
-                                          float *ws, int64_t ws_split_stride, const uint16_t *a,
-                                          int gather, const uint8_t *w, const uint8_t *sf,
-                                          int64_t N, int64_t K, int chunks_per_split,
-                                          const nvf_cuda_moe_plan &plan) {
+template <int MT, int NT, int WM, int WN, int KB, bool PF, int DQ, int AM>
+__device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *slut, uint8_t *abuf,
+                                          int32_t info, float *ws, int64_t ws_split_stride,
+                                          const uint16_t *a, int gather, const uint8_t *w,
+                                          const uint8_t *sf, int64_t N, int64_t K,
+                                          int chunks_per_split, const nvf_cuda_moe_plan &plan) {
     constexpr int BN = 8 * NT * WN;
     int e = info >> 20, r0 = info & 0xFFFFF;
     int row_base = plan.offsets[e], cnt = plan.offsets[e + 1] - row_base;
@@ -115,6 +132,31 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
             int64_t src = gather ? plan.perm[p] / plan.top_k : p;
             arow[mt][h] = a + src * K;
         }
+
+    /* AM_SMEM, AM_PAIRED: this thread's two 16-byte chunks of each step's A tile (rows beyond
+     * the expert's zero-filled) and where they go in a stage (a_chunk) */
+    constexpr bool as = AM != AM_GLOBAL;
+    const uint16_t *csrc[as ? 2 : 1];
+    uint32_t cdst[as ? 2 : 1], cbytes[as ? 2 : 1];
+    if constexpr (as) {
+        static_assert(MT == 1 && WM == 1 && KB == 2 && WN * 32 == 128 && DQ == DQ_BITS,
+                      "A through shared memory: the 16-row kernel");
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            int j = threadIdx.x + 128 * u, r = j / 16, c16 = j % 16;
+            bool ok = r0 + r < cnt;
+            int64_t p = row_base + (ok ? r0 + r : 0);
+            csrc[u] = a + (gather ? plan.perm[p] / plan.top_k : p) * K + c16 * 8;
+            cdst[u] = a_chunk(r, c16 >> 2, c16 & 3);
+            cbytes[u] = ok ? 16u : 0u;
+        }
+    }
+    uint32_t abase = as ? (uint32_t)__cvta_generic_to_shared(abuf) : 0u;
+    auto issue_a = [&](int64_t c, int slot) {
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+            cp16s(abase + slot * A_STAGE + cdst[u], csrc[u] + c * 64, (int)cbytes[u]);
+    };
 
     float acc[MT][NT][4];
 #pragma unroll
@@ -158,9 +200,14 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
     k_range(&c0, &c1, nchunks, chunks_per_split);
     if (PF && c0 < c1)
         load_b(c0, bq, bsf);
-        /* two steps per loop iteration: with prefetch (PF) the copies of the next step's bytes
-         * into this step's registers are renamed away (3-8% faster at 8-256 tokens, DeepSeek-V3 and
-         * GPT-OSS-120B; bench/results/bits-h200-v8/c10-8df8aed/) */
+    int slot = 0; /* the stage of this step's A */
+    if (as && c0 < c1) {
+        issue_a(c0, 0);
+        cp_commit();
+    }
+    /* two steps per loop iteration: with prefetch (PF) the copies of the next step's bytes
+     * into this step's registers are renamed away (3-8% faster at 8-256 tokens, DeepSeek-V3 and
+     * GPT-OSS-120B; bench/results/bits-h200-v8/c10-8df8aed/) */
 #pragma unroll 2
     for (int64_t c = c0; c < c1; c += KB) {
         uint32_t cq[NT][2 * KB], csf[NT];
@@ -177,6 +224,16 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
         } else {
             load_b(c, cq, csf);
         }
+        if constexpr (as) {
+            /* this step's stage has landed (this thread's chunks, then every thread's), and
+             * every warp is done with the other stage */
+            cp_wait<0>();
+            __syncthreads();
+            if (c + KB < c1) {
+                issue_a(c + KB, slot ^ 1);
+                cp_commit();
+            }
+        }
         int64_t kb = c * 4 + KB * t;
         bool kok = KB == 2 || kb < kcols; /* KB 2: K % 128 == 0, every block exists */
         uint4 aq[MT][2][2 * KB];
@@ -188,7 +245,12 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
                  * are not stored. Half-tiles of such rows only (the whole warp agrees) are not
                  * read; the tile's first half has its first row. */
                 int first = r0 + (wm * MT + mt) * 16 + 8 * h;
-                if (((WM == 1 && mt == 0 && h == 0) || first < cnt) && kok) {
+                if (as && (h == 0 || first < cnt)) {
+#pragma unroll
+                    for (int i = 0; i < 2 * KB; i++)
+                        aq[mt][h][i] =
+                            *(const uint4 *)(abuf + slot * A_STAGE + a_chunk(g + 8 * h, t, i));
+                } else if (!as && ((WM == 1 && mt == 0 && h == 0) || first < cnt) && kok) {
                     const uint4 *p = (const uint4 *)(arow[mt][h] + kb * 16);
 #pragma unroll
                     for (int i = 0; i < 2 * KB; i++)
@@ -256,7 +318,10 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
                              af[mt][0][2 * st + 1], af[mt][1][2 * st + 1], bw[2 * st],
                              bw[2 * st + 1]);
         }
+        slot ^= 1;
     }
+    if constexpr (as) /* the next tile's copies overwrite the stages */
+        __syncthreads();
 
     float *wz = ws + (int64_t)blockIdx.z * ws_split_stride;
 #pragma unroll
@@ -280,7 +345,7 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
 /* CTA (x, y, z): weight rows BN x of tiles y, y + gridDim.y, ... up to the first unused one,
  * K range z. DQ: how weights become BF16 (DQ_DECODE, DQ_TABLE, DQ_BITS). MINB: CTAs
  * per SM the registers must allow (0: no cap). */
-template <int MT, int NT, int WM, int WN, int KB, bool PF, int DQ, int MINB>
+template <int MT, int NT, int WM, int WN, int KB, bool PF, int DQ, int MINB, int AM>
 __global__ void __launch_bounds__(WM *WN * 32, MINB)
     moe_gemm_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                     const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K, int chunks_per_split,
@@ -290,6 +355,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB)
     constexpr bool bits = DQ == DQ_BITS;
     __shared__ uint32_t lut[bits ? 1 : 256];
     __shared__ uint32_t slut[DQ == DQ_DECODE ? 1 : 256];
+    __shared__ __align__(16) uint8_t abuf[AM != AM_GLOBAL ? A_STAGES * A_STAGE : 16];
     if (!bits)
         e2m1_pair_lut(lut);
     if (DQ != DQ_DECODE)
@@ -299,8 +365,8 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB)
         int32_t info = plan.tile_info[ty];
         if (info < 0)
             break;
-        gemm_tile<MT, NT, WM, WN, KB, PF, DQ>(lut, slut, info, ws, ws_split_stride, a, gather, w,
-                                              sf, N, K, chunks_per_split, plan);
+        gemm_tile<MT, NT, WM, WN, KB, PF, DQ, AM>(lut, slut, abuf, info, ws, ws_split_stride, a,
+                                                  gather, w, sf, N, K, chunks_per_split, plan);
     }
 }
 
@@ -319,8 +385,9 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB)
  * did not help at all; for 16-row tiles 9-13% slower, bench/results/gemm-h200-v6/); v6, the
  * v5 with the 16-row register kernel capped at 128 registers (launch_reg); v7, v6 with the
  * warpgroup-MMA kernel (moe_gemm_wg.cu) for 32-row tiles and taller where the device runs it
- * (use_wg); v8, the default, v7 with the 16-row register kernel's codes decoded by a multiply
- * (DQ_BITS) instead of the pair table. bench moe at 00142a7 on the H200: v2 is 4-12% faster than
+ * (use_wg); v8, v7 with the 16-row register kernel's codes decoded by a multiply (DQ_BITS)
+ * instead of the pair table; v10, the default, v8 with that kernel's A rows through shared
+ * memory where K % 128 == 0 (AM_SMEM). bench moe at 00142a7 on the H200: v2 is 4-12% faster than
  * v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even elsewhere
  * (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
 /* K from which v5 uses the replicated pair table (64-row tiles): its 32 KB fill per CTA pays
@@ -334,7 +401,7 @@ static int gemm_version(void) {
     static int v = 0;
     if (v == 0) {
         const char *env = getenv("NVFP4_MOE_GEMM");
-        v = !env                     ? 8
+        v = !env                     ? 10
             : strcmp(env, "v1") == 0 ? 1
             : strcmp(env, "v2") == 0 ? 2
             : strcmp(env, "v3") == 0 ? 3
@@ -342,7 +409,8 @@ static int gemm_version(void) {
             : strcmp(env, "v5") == 0 ? 5
             : strcmp(env, "v6") == 0 ? 6
             : strcmp(env, "v7") == 0 ? 7
-                                     : 8;
+            : strcmp(env, "v8") == 0 ? 8
+                                     : 10;
     }
     return v;
 }
@@ -391,7 +459,7 @@ extern "C" int nvf_cuda_moe_gemm_ctas_per_sm(int64_t k, int32_t tile_rows) {
     return 2;
 }
 
-template <int MT, int NT, int WM, int WN, int KB, bool PF, int DQ, int MINB = 0>
+template <int MT, int NT, int WM, int WN, int KB, bool PF, int DQ, int MINB = 0, int AM = AM_GLOBAL>
 static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                   const uint8_t *sf, int64_t n, int64_t k, int cps, const nvf_cuda_moe_plan *plan,
                   cudaStream_t st) {
@@ -399,7 +467,7 @@ static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, cons
     int64_t nchunks = (k + 63) / 64;
     dim3 grid((unsigned)((n + 8 * NT * WN - 1) / (8 * NT * WN)),
               (unsigned)nvf_cuda_moe_grid_tiles(plan), (unsigned)((nchunks + cps - 1) / cps));
-    moe_gemm_kernel<MT, NT, WM, WN, KB, PF, DQ, MINB>
+    moe_gemm_kernel<MT, NT, WM, WN, KB, PF, DQ, MINB, AM>
         <<<grid, WM * WN * 32, 0, st>>>(ws, stride, a, gather, w, sf, n, k, cps, *plan);
     NVF_CUDA_TRY(cudaGetLastError());
 done:
@@ -411,11 +479,18 @@ done:
  * 12 -> 16 warps per SM, 32 bytes spilled): 8-11% faster at 16-256 tokens on DeepSeek-V3 with
  * balanced routing (bench moe on the H200, bench/results/gemm-h200-v6/); a cap for 5 CTAs (96
  * registers, 384 bytes spilled) was 50% slower. From v8, 16-row tiles decode without the table
- * (DQ_BITS): 3-15% faster at 8-256 tokens (bench/results/bits-h200-v8/). */
+ * (DQ_BITS): 3-15% faster at 8-256 tokens (bench/results/bits-h200-v8/); from v10, with
+ * K % 128 == 0, their A rows come through shared memory (AM_SMEM): 5-8% faster at 8-256 tokens
+ * (bench/results/smem-h200-v10/). */
 template <int MT, int NT, int WM, int WN, int KB>
 static int launch_reg(int v, float *ws, int64_t stride, const uint16_t *a, int gather,
                       const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k, int cps,
                       const nvf_cuda_moe_plan *plan, cudaStream_t st) {
+    if constexpr (MT == 1 && KB == 2) {
+        if (v >= 10)
+            return launch<MT, NT, WM, WN, KB, true, DQ_BITS, 4, AM_SMEM>(ws, stride, a, gather, w,
+                                                                         sf, n, k, cps, plan, st);
+    }
     if constexpr (MT == 1) {
         if (v >= 8)
             return launch<MT, NT, WM, WN, KB, true, DQ_BITS, 4>(ws, stride, a, gather, w, sf, n, k,
