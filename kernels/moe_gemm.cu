@@ -175,16 +175,13 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
         for (int nt = 0; nt < NT; nt++) {
             if constexpr (KB == 2) {
                 /* K % 128 == 0: both blocks exist; kb even: aligned. Rows beyond N read row 0
-                 * (brow): their columns of the product are not stored. Offsets in 32 bits
-                 * (kb < 2^28 for any K a layer has) and unsigned: shifts and masks */
-                uint32_t ub = (uint32_t)kb;
-                uint4 v = __ldg((const uint4 *)(brow[nt] + ub * 8u));
+                 * (brow): their columns of the product are not stored */
+                uint4 v = __ldg((const uint4 *)(brow[nt] + kb * 8));
                 q[nt][0] = v.x;
                 q[nt][1] = v.y;
                 q[nt][2] = v.z;
                 q[nt][3] = v.w;
-                s[nt] =
-                    __ldg((const unsigned short *)(se + sbase[nt] + (ub >> 2) * 512u + (ub & 3u)));
+                s[nt] = __ldg((const unsigned short *)(se + sbase[nt] + (kb / 4) * 512 + (kb % 4)));
             } else {
                 if (bok[nt] && kb < kcols) {
                     uint2 v = __ldg((const uint2 *)(brow[nt] + kb * 8));
