@@ -9,7 +9,9 @@
  * tiles, not multiples);
  * all tokens to one expert (top-1 on a zero router: every logit ties, the lower id wins) and so
  * experts with zero tokens; 600 slots all to one expert and 1200 slots over 40 experts (the
- * permutation's units of 256 slots, the last partial; more experts than a warp's lanes); top-40
+ * permutation's units of 256 slots, the last partial; more experts than a warp's lanes); 8192
+ * and 8400 slots (32 units, the most the one-block permutation takes, and 33, three launches);
+ * top-40
  * (more slots per token than lanes); two expert-parallel ranks (ep_check: slots routed to the
  * other rank's experts contribute nothing, the two outputs add up to the reference; with top-1
  * the other rank's rows are +0 exactly); H = 1040 (K not a multiple of 64) and split K; the
@@ -448,6 +450,9 @@ int main(void) {
         {"all to one, 600 slots", 8, 256, 128, 600, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0},
         /* more experts than a warp's lanes, 1200 slots (no split K), 5 units */
         {"40 experts, 1200 slots", 40, 256, 64, 300, 4, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
+        /* the permutation in one block up to 32 units (8192 slots), in three launches beyond */
+        {"8192 slots, one-block permutation", 8, 256, 64, 2048, 4, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
+        {"8400 slots, three launches", 8, 256, 64, 2100, 4, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
         /* more slots per token than a warp's lanes (the finalize walks them 32 at a time) */
         {"top-40 of 48", 48, 256, 64, 20, 40, NVF_MOE_ACT_SILU, 0, 0, rtn, 1},
         /* expert parallelism: slots routed to other ranks' experts */
