@@ -133,8 +133,8 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
             arow[mt][h] = a + src * K;
         }
 
-    /* AM_SMEM, AM_PAIRED: this thread's two 16-byte chunks of each step's A tile (rows beyond
-     * the expert's zero-filled) and where they go in a stage (a_chunk) */
+    /* AM_SMEM: this thread's two 16-byte chunks of each step's A tile (rows beyond the
+     * expert's zero-filled) and where they go in a stage (a_chunk) */
     constexpr bool as = AM != AM_GLOBAL;
     const uint16_t *csrc[as ? 2 : 1];
     uint32_t cdst[as ? 2 : 1], cbytes[as ? 2 : 1];
