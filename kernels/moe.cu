@@ -9,6 +9,7 @@
 #include "kernels/moe_gemm.h"
 
 #include "cuda_ctx.h"
+#include "moe_launch.h"
 #include "moe_perm.h"
 
 #include "nvfp4/format.h"
@@ -70,6 +71,8 @@ __device__ void qdq_block(uint16_t *dst, const float *v, float gs, const nvf_qua
 __global__ void gather_quant_kernel(uint16_t *xq, const uint16_t *x, const int32_t *perm,
                                     const int32_t *offsets, int64_t n_experts, int64_t top_k,
                                     int64_t hidden, const float *input_scale, nvf_quant_params q) {
+    pdl_wait(); /* moe_launch.h */
+    pdl_trigger();
     int32_t rows = offsets[n_experts];
     int64_t bpr = hidden / NVF_BLOCK;
     for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < rows * bpr;
@@ -148,6 +151,8 @@ __device__ __forceinline__ void fc1_act4(float *v, const float *ws, int64_t spli
 __global__ void fc1_epilogue_kernel(uint16_t *h, const float *ws, int64_t split_stride, int splits,
                                     const int32_t *offsets, int64_t n_experts, int64_t inter,
                                     int gated, const float *alpha, nvf_cuda_moe_act act) {
+    pdl_wait(); /* moe_launch.h */
+    pdl_trigger();
     int64_t rows = offsets[n_experts], n1 = gated ? 2 * inter : inter, quads = rows * inter / 4;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < quads;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -174,6 +179,8 @@ __global__ void fc1_epilogue_q_kernel(uint16_t *h, const float *ws, int64_t spli
                                       int64_t inter, int gated, const float *alpha,
                                       nvf_cuda_moe_act act, const float *fc2_input_scale,
                                       nvf_quant_params q) {
+    pdl_wait(); /* moe_launch.h */
+    pdl_trigger();
     int64_t rows = offsets[n_experts], n1 = gated ? 2 * inter : inter, bpr = inter / NVF_BLOCK;
     for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < rows * bpr;
          b += (int64_t)gridDim.x * blockDim.x) {
@@ -224,6 +231,8 @@ __global__ void finalize_kernel(float *y, const float *ws, int64_t split_stride,
                                 const float *alpha2) {
     extern __shared__ float fin[]; /* [top_k] weights, [top_k] alphas, [top_k] rows */
     __shared__ int32_t n_local;
+    pdl_wait(); /* moe_launch.h */
+    pdl_trigger();
     float *wt = fin, *al = fin + top_k;
     int32_t *rows = (int32_t *)(fin + 2 * top_k);
     int64_t tok = blockIdx.x;
@@ -440,7 +449,8 @@ static int64_t expected_tiles(int64_t local, int64_t E, int32_t rows) {
 
 /* K splits for a GEMM of n weight rows and k values, a function of the token count only (so
  * runs are repeatable). With fewer CTAs than four per SM, enough splits for that (at most
- * SPLIT_SLOTS slots). With 16-row tiles and more CTAs than the SMs hold at once, they run in
+ * SPLIT_SLOTS slots). With 16-row tiles (or v12's 32-row register kernel, step 2) and more
+ * CTAs than the SMs hold at once, they run in
  * waves, and a grid that is not a whole number of them leaves SMs idle in the last: there the
  * splits (up to what the workspace holds) that minimize waves x (chunks per CTA +
  * SPLIT_CTA_CHUNKS), if 5% below unsplit. On the H200 (bench moe, DeepSeek-V3 balanced routing;
@@ -468,7 +478,7 @@ static int splits_for(int *cps, const nvf_cuda_moe *m, int64_t slots, int64_t ti
             s = (want + ctas - 1) / ctas;
             s = s > cap ? cap : s;
         }
-    } else if (!fill_only && tile_rows == 16 && ctas >= hold) {
+    } else if (!fill_only && (tile_rows == 16 || step == 2) && ctas >= hold) {
         int64_t room = m->ws_floats / (slots * n); /* splits the workspace holds */
         cap = cap > room ? room : cap;
         double best = 0;
@@ -541,9 +551,8 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
             goto done;
         stage_mark(m, 1, stream);
         if (L->w13_input_scale) {
-            gather_quant_kernel<<<grid, 128, 0, stream>>>(m->xq, x, m->perm, m->offsets, E, k, H,
-                                                          L->w13_input_scale, qp);
-            NVF_CUDA_TRY(cudaGetLastError());
+            NVF_CUDA_TRY(moe_launch(gather_quant_kernel, dim3(grid), dim3(128), 0, stream, m->xq, x,
+                                    m->perm, m->offsets, E, k, H, L->w13_input_scale, qp));
         }
         stage_mark(m, 2, stream);
         rc = nvf_cuda_moe_gemm(m->ws, stride1, a1, L->w13_input_scale ? 0 : 1, L->w13, L->w13_sf,
@@ -552,13 +561,13 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
             goto done;
         stage_mark(m, 3, stream);
         if (L->fc2_input_scale)
-            fc1_epilogue_q_kernel<<<grid, 128, 0, stream>>>(m->h, m->ws, stride1, s1, m->offsets, E,
-                                                            I, L->gated, L->w13_alpha, *act,
-                                                            L->fc2_input_scale, qp);
+            NVF_CUDA_TRY(moe_launch(fc1_epilogue_q_kernel, dim3(grid), dim3(128), 0, stream, m->h,
+                                    m->ws, stride1, s1, m->offsets, E, I, L->gated, L->w13_alpha,
+                                    *act, L->fc2_input_scale, qp));
         else
-            fc1_epilogue_kernel<<<2 * grid, 128, 0, stream>>>(m->h, m->ws, stride1, s1, m->offsets,
-                                                              E, I, L->gated, L->w13_alpha, *act);
-        NVF_CUDA_TRY(cudaGetLastError());
+            NVF_CUDA_TRY(moe_launch(fc1_epilogue_kernel, dim3(2 * grid), dim3(128), 0, stream, m->h,
+                                    m->ws, stride1, s1, m->offsets, E, I, L->gated, L->w13_alpha,
+                                    *act));
         stage_mark(m, 4, stream);
         rc = nvf_cuda_moe_gemm(m->ws, stride2, m->h, 0, L->w2, L->w2_sf, H, I, cps2, &plan, stream);
         if (rc)
@@ -575,13 +584,9 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
             parts = parts < 65535 ? parts : 65535;
             dim3 fgrid((unsigned)t, (unsigned)parts);
             size_t fsmem = (size_t)(3 * k) * 4;
-            if (vec == 4)
-                finalize_kernel<4><<<fgrid, FIN_THREADS, fsmem, stream>>>(
-                    y, m->ws, stride2, s2, m->row_of, ids, weights, k, H, expert0, L->w2_alpha);
-            else
-                finalize_kernel<1><<<fgrid, FIN_THREADS, fsmem, stream>>>(
-                    y, m->ws, stride2, s2, m->row_of, ids, weights, k, H, expert0, L->w2_alpha);
-            NVF_CUDA_TRY(cudaGetLastError());
+            NVF_CUDA_TRY(moe_launch(vec == 4 ? finalize_kernel<4> : finalize_kernel<1>, fgrid,
+                                    dim3(FIN_THREADS), fsmem, stream, y, m->ws, stride2, s2,
+                                    m->row_of, ids, weights, k, H, expert0, L->w2_alpha));
         }
         stage_mark(m, 6, stream);
     }

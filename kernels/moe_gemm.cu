@@ -29,6 +29,7 @@
 #include "kernels/moe_gemm.h"
 
 #include "cuda_ctx.h"
+#include "moe_launch.h"
 #include "moe_mma.h"
 
 #include "nvfp4/format.h"
@@ -77,15 +78,73 @@ __device__ __forceinline__ uint32_t bf16_his(uint32_t x, uint32_t y) {
  * cp.async a step ahead (two stages): one copy of A per CTA instead of one per warp, and its
  * latency off the warps' path (Nsight Compute at 128 tokens, v8: 35% of the warps' stall cycles
  * on global loads; 8% faster at 8-256 tokens on DeepSeek-V3, bench/results/smem-h200-v10/).
- * A stage is 16 rows of 256 bytes, each row padded by 16 bytes and lane t's chunks i = 0..3
- * (values 32t + 8i ..) swapped in pairs for t >= 2, so the eight lanes of an LDS.128 phase
- * ((g, t) for two g) hit eight different 4-bank groups. */
-enum { AM_GLOBAL, AM_SMEM };
+ * A stage is 16 rows (MT 1) or 32 (MT 2) of 256 bytes, each row padded by 16 bytes and lane t's
+ * chunks i = 0..3 (values 32t + 8i ..) swapped in pairs for t >= 2, so the eight lanes of an
+ * LDS.128 phase ((g, t) for two g) hit eight different 4-bank groups. AM_SMEM_WORD (v12, the
+ * 32-row register kernel; v13 for 16-row tiles too) walks a step a weight word at a time: A's
+ * chunk w for every row, then each weight row's word w decoded and fed to the MMAs of both
+ * 16-row halves, so a step holds one chunk of A fragments instead of all four (32 registers a
+ * 16-row half) and a 32-row tile decodes its weights once. Each accumulator sees its MMAs in
+ * the same order as with AM_SMEM. */
+enum { AM_GLOBAL, AM_SMEM, AM_SMEM_WORD };
 #define A_ROW_BYTES 272
-#define A_STAGE     (16 * A_ROW_BYTES)
 #define A_STAGES    2
 __device__ __forceinline__ uint32_t a_chunk(int r, int t, int i) {
     return (uint32_t)(r * A_ROW_BYTES + (4 * t + (i ^ ((t >> 1) << 1))) * 16);
+}
+
+/* AM_SMEM_WORD's K step (128 values, KB 2) from the A stage `stage`: for each weight word w of
+ * the lane's four (block w / 2), the A fragments of chunk w of the tile's rows (the second
+ * 16-row half zeros, or with MT 2 skipped, where the expert has no rows there: the whole warp
+ * agrees), then per weight row its word decoded, scaled and fed to MMA steps 2w and 2w + 1 of
+ * every half (k slots as DQ_BITS's, see gemm_tile). */
+template <int MT, int NT>
+__device__ __forceinline__ void word_steps(float (*acc)[NT][4], const uint8_t *stage,
+                                           const uint32_t *slut, const uint32_t *csf,
+                                           const uint32_t (*cq)[4], int r0, int cnt, int g, int t) {
+    bool upper = MT == 2 && r0 + 16 < cnt; /* rows in the second 16-row half */
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        uint32_t s2[NT];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+            s2[nt] = slut[(csf[nt] >> (8 * j)) & 0xFFu];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int w = 2 * j + i;
+            uint32_t af[MT][2][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+                    if ((mt == 0 && h == 0) || r0 + 16 * mt + 8 * h < cnt)
+                        v = *(const uint4 *)(stage + a_chunk(16 * mt + g + 8 * h, t, w));
+                    /* step 2w + c pairs A words c and c + 2 of the chunk */
+                    af[mt][h][0] = bf16_los(v.x, v.z);
+                    af[mt][h][1] = bf16_his(v.x, v.z);
+                    af[mt][h][2] = bf16_los(v.y, v.w);
+                    af[mt][h][3] = bf16_his(v.y, v.w);
+                }
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                uint32_t r[4];
+                e2m1x8_bf16x2(cq[nt][w], r);
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    r[q] = bf16x2_mul(r[q], s2[nt]);
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    mma_bf16(acc[0][nt], af[0][0][2 * c], af[0][1][2 * c], af[0][0][2 * c + 1],
+                             af[0][1][2 * c + 1], r[2 * c], r[2 * c + 1]);
+                    if (MT == 2 && upper)
+                        mma_bf16(acc[MT - 1][nt], af[MT - 1][0][2 * c], af[MT - 1][1][2 * c],
+                                 af[MT - 1][0][2 * c + 1], af[MT - 1][1][2 * c + 1], r[2 * c],
+                                 r[2 * c + 1]);
+                }
+            }
+        }
+    }
 }
 
 /* Warps WM x WN; a warp computes MT 16-row tiles x NT 8-column tiles. A lane covers KB
@@ -136,13 +195,15 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
     /* AM_SMEM: this thread's two 16-byte chunks of each step's A tile (rows beyond the
      * expert's zero-filled) and where they go in a stage (a_chunk) */
     constexpr bool as = AM != AM_GLOBAL;
-    const uint16_t *csrc[as ? 2 : 1];
-    uint32_t cdst[as ? 2 : 1], cbytes[as ? 2 : 1];
+    constexpr int a_stage = 16 * MT * A_ROW_BYTES, a_copies = as ? 2 * MT : 1;
+    const uint16_t *csrc[a_copies];
+    uint32_t cdst[a_copies], cbytes[a_copies];
     if constexpr (as) {
-        static_assert(MT == 1 && WM == 1 && KB == 2 && WN * 32 == 128 && DQ == DQ_BITS,
-                      "A through shared memory: the 16-row kernel");
+        static_assert((MT == 1 || (MT == 2 && AM == AM_SMEM_WORD)) && WM == 1 && KB == 2 &&
+                          WN * 32 == 128 && DQ == DQ_BITS,
+                      "A through shared memory: the 16- and 32-row kernels");
 #pragma unroll
-        for (int u = 0; u < 2; u++) {
+        for (int u = 0; u < a_copies; u++) {
             int j = threadIdx.x + 128 * u, r = j / 16, c16 = j % 16;
             bool ok = r0 + r < cnt;
             int64_t p = row_base + (ok ? r0 + r : 0);
@@ -154,8 +215,8 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
     uint32_t abase = as ? (uint32_t)__cvta_generic_to_shared(abuf) : 0u;
     auto issue_a = [&](int64_t c, int slot) {
 #pragma unroll
-        for (int u = 0; u < 2; u++)
-            cp16s(abase + slot * A_STAGE + cdst[u], csrc[u] + c * 64, (int)cbytes[u]);
+        for (int u = 0; u < a_copies; u++)
+            cp16s(abase + slot * a_stage + cdst[u], csrc[u] + c * 64, (int)cbytes[u]);
     };
 
     float acc[MT][NT][4];
@@ -234,6 +295,11 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
                 cp_commit();
             }
         }
+        if constexpr (AM == AM_SMEM_WORD) {
+            word_steps<MT, NT>(acc, abuf + slot * a_stage, slut, csf, cq, r0, cnt, g, t);
+            slot ^= 1;
+            continue;
+        }
         int64_t kb = c * 4 + KB * t;
         bool kok = KB == 2 || kb < kcols; /* KB 2: K % 128 == 0, every block exists */
         uint4 aq[MT][2][2 * KB];
@@ -249,7 +315,7 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
 #pragma unroll
                     for (int i = 0; i < 2 * KB; i++)
                         aq[mt][h][i] =
-                            *(const uint4 *)(abuf + slot * A_STAGE + a_chunk(g + 8 * h, t, i));
+                            *(const uint4 *)(abuf + slot * a_stage + a_chunk(g + 8 * h, t, i));
                 } else if (!as && ((WM == 1 && mt == 0 && h == 0) || first < cnt) && kok) {
                     const uint4 *p = (const uint4 *)(arow[mt][h] + kb * 16);
 #pragma unroll
@@ -350,12 +416,14 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB)
     moe_gemm_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                     const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K, int chunks_per_split,
                     nvf_cuda_moe_plan plan) {
-    if (plan.tile_info[blockIdx.y] < 0) /* before anything else: CTAs beyond the used tiles */
+    pdl_wait(); /* moe_launch.h */
+    pdl_trigger();
+    if (plan.tile_info[blockIdx.y] < 0) /* CTAs beyond the used tiles */
         return;
     constexpr bool bits = DQ == DQ_BITS;
     __shared__ uint32_t lut[bits ? 1 : 256];
     __shared__ uint32_t slut[DQ == DQ_DECODE ? 1 : 256];
-    __shared__ __align__(16) uint8_t abuf[AM != AM_GLOBAL ? A_STAGES * A_STAGE : 16];
+    __shared__ __align__(16) uint8_t abuf[AM != AM_GLOBAL ? A_STAGES * 16 * MT * A_ROW_BYTES : 16];
     if (!bits)
         e2m1_pair_lut(lut);
     if (DQ != DQ_DECODE)
@@ -401,16 +469,18 @@ static int gemm_version(void) {
     static int v = 0;
     if (v == 0) {
         const char *env = getenv("NVFP4_MOE_GEMM");
-        v = !env                     ? 10
-            : strcmp(env, "v1") == 0 ? 1
-            : strcmp(env, "v2") == 0 ? 2
-            : strcmp(env, "v3") == 0 ? 3
-            : strcmp(env, "v4") == 0 ? 4
-            : strcmp(env, "v5") == 0 ? 5
-            : strcmp(env, "v6") == 0 ? 6
-            : strcmp(env, "v7") == 0 ? 7
-            : strcmp(env, "v8") == 0 ? 8
-                                     : 10;
+        v = !env                      ? 12
+            : strcmp(env, "v1") == 0  ? 1
+            : strcmp(env, "v2") == 0  ? 2
+            : strcmp(env, "v3") == 0  ? 3
+            : strcmp(env, "v4") == 0  ? 4
+            : strcmp(env, "v5") == 0  ? 5
+            : strcmp(env, "v6") == 0  ? 6
+            : strcmp(env, "v7") == 0  ? 7
+            : strcmp(env, "v8") == 0  ? 8
+            : strcmp(env, "v10") == 0 ? 10
+            : strcmp(env, "v13") == 0 ? 13
+                                      : 12;
     }
     return v;
 }
@@ -423,18 +493,31 @@ static int wg_takes(int64_t k) {
     return gemm_version() >= 7 && k % 64 == 0 && nvf_cuda_moe_gemm_wg_ok();
 }
 
+/* CTAs per SM the 32-row register kernel's registers allow (ptxas -v at sm_90). */
+#ifndef REG32_MINB
+#define REG32_MINB 3
+#endif
+
+/* Kernel v12: 32-row tiles on the register kernel (two 16-row halves, A through shared memory
+ * a weight word at a time, AM_SMEM_WORD) where K % 128 == 0, instead of the wgmma kernel. */
+static int use_reg32(int64_t k, int32_t tile_rows) {
+    return gemm_version() >= 12 && tile_rows == 32 && k % 128 == 0;
+}
+
 static int use_wg(int64_t k, int32_t tile_rows) {
-    return tile_rows >= 32 && wg_takes(k);
+    return tile_rows >= 32 && wg_takes(k) && !use_reg32(k, tile_rows);
 }
 
 extern "C" int nvf_cuda_moe_gemm_step(int64_t k, int32_t tile_rows) {
     int v = gemm_version();
-    return (v == 2 || v >= 4) && tile_rows == 16 && k % 128 == 0 ? 2 : 1;
+    return ((v == 2 || v >= 4) && tile_rows == 16 && k % 128 == 0) || use_reg32(k, tile_rows) ? 2
+                                                                                              : 1;
 }
 
 static int use_tiled(int64_t k, int32_t tile_rows) {
     int v = gemm_version();
-    return !use_wg(k, tile_rows) && v != 1 && k % 32 == 0 && (v == 3 || tile_rows >= 32);
+    return !use_wg(k, tile_rows) && !use_reg32(k, tile_rows) && v != 1 && k % 32 == 0 &&
+           (v == 3 || tile_rows >= 32);
 }
 
 extern "C" int nvf_cuda_moe_gemm_tall(int64_t k) {
@@ -450,6 +533,8 @@ extern "C" int nvf_cuda_moe_gemm_cta_rows(int64_t k, int32_t tile_rows) {
  * (4 CTAs of 128 threads), 152 before (3); the 64-row register kernel's 210-255 (2); the wgmma
  * kernel's shared memory (stages and the 32 KB table: 3 CTAs for 32-row tiles, 2 beyond). */
 extern "C" int nvf_cuda_moe_gemm_ctas_per_sm(int64_t k, int32_t tile_rows) {
+    if (use_reg32(k, tile_rows))
+        return REG32_MINB;
     if (use_wg(k, tile_rows))
         return tile_rows >= 64 ? 2 : 3;
     if (use_tiled(k, tile_rows))
@@ -467,9 +552,9 @@ static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, cons
     int64_t nchunks = (k + 63) / 64;
     dim3 grid((unsigned)((n + 8 * NT * WN - 1) / (8 * NT * WN)),
               (unsigned)nvf_cuda_moe_grid_tiles(plan), (unsigned)((nchunks + cps - 1) / cps));
-    moe_gemm_kernel<MT, NT, WM, WN, KB, PF, DQ, MINB, AM>
-        <<<grid, WM * WN * 32, 0, st>>>(ws, stride, a, gather, w, sf, n, k, cps, *plan);
-    NVF_CUDA_TRY(cudaGetLastError());
+    NVF_CUDA_TRY(moe_launch(moe_gemm_kernel<MT, NT, WM, WN, KB, PF, DQ, MINB, AM>, grid,
+                            dim3(WM * WN * 32), 0, st, ws, stride, a, gather, w, sf, n, k, cps,
+                            *plan));
 done:
     return rc;
 }
@@ -481,12 +566,15 @@ done:
  * registers, 384 bytes spilled) was 50% slower. From v8, 16-row tiles decode without the table
  * (DQ_BITS): 3-15% faster at 8-256 tokens (bench/results/bits-h200-v8/); from v10, with
  * K % 128 == 0, their A rows come through shared memory (AM_SMEM): 5-8% faster at 8-256 tokens
- * (bench/results/smem-h200-v10/). */
+ * (bench/results/smem-h200-v10/); v13, the same with AM_SMEM_WORD's order. */
 template <int MT, int NT, int WM, int WN, int KB>
 static int launch_reg(int v, float *ws, int64_t stride, const uint16_t *a, int gather,
                       const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k, int cps,
                       const nvf_cuda_moe_plan *plan, cudaStream_t st) {
     if constexpr (MT == 1 && KB == 2) {
+        if (v == 13)
+            return launch<MT, NT, WM, WN, KB, true, DQ_BITS, 4, AM_SMEM_WORD>(
+                ws, stride, a, gather, w, sf, n, k, cps, plan, st);
         if (v >= 10)
             return launch<MT, NT, WM, WN, KB, true, DQ_BITS, 4, AM_SMEM>(ws, stride, a, gather, w,
                                                                          sf, n, k, cps, plan, st);
@@ -531,6 +619,9 @@ extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint1
         return nvf_cuda_moe_gemm_tiled(ws, ws_split_stride, a, gather, w, sf, n, k,
                                        chunks_per_split, plan,
                                        v >= 5 && k >= REP_LUT_MIN_K ? 2 : v >= 4, stream);
+    if (use_reg32(k, plan->tile_rows))
+        return launch<2, 4, 1, 4, 2, true, DQ_BITS, REG32_MINB, AM_SMEM_WORD>(
+            ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan, stream);
     if (plan->tile_rows == 16)
         return kb == 2 ? launch_reg<1, 4, 1, 4, 2>(v, ws, ws_split_stride, a, gather, w, sf, n, k,
                                                    chunks_per_split, plan, stream)

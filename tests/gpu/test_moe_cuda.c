@@ -6,20 +6,19 @@
  * (up/gate rows interleaved by 64, scales 128x4 swizzled, padding 0). The routing the GPU gets
  * is nvf_moe_route_ref on logits computed as the forward computes them (same f32 loop).
  * Cases: random routing; T = 1; T = 37, 64 and 200 (16-, 32-, 64- and, with kernel v7, 128-row
- * tiles, not multiples);
- * all tokens to one expert (top-1 on a zero router: every logit ties, the lower id wins) and so
- * experts with zero tokens; 600 slots all to one expert and 1200 slots over 40 experts (the
- * permutation's units of 256 slots, the last partial; more experts than a warp's lanes); 8192
- * and 8400 slots (32 units, the most the one-block permutation takes, and 33, three launches);
- * top-40
- * (more slots per token than lanes); two expert-parallel ranks (ep_check: slots routed to the
- * other rank's experts contribute nothing, the two outputs add up to the reference; with top-1
- * the other rank's rows are +0 exactly); H = 1040 (K not a multiple of 64) and split K; the
- * DeepSeek-V3 (7168, 2048) and GPT-OSS (2880, 2880) expert shapes; silu, swiglu, situ, relu2
- * (non-gated); W4A16 and W4A4 (RTN and 4over6). Rel-L2 <= 1e-3 for W4A16 (both sum in f32, in other
- * orders) and <= 1e-2 for W4A4 (an order-dependent BF16 rounding of an FC1 output can move an FC2
- * input to the neighbouring E2M1 value); all outputs finite; two GPU runs byte-identical. Seed
- * fixed and printed. Exit 77 (skip) without a GPU.
+ * tiles, not multiples; 32-row tiles run the register kernel from v12, also tested with 150 rows
+ * on one expert and on the DeepSeek-V3 shape); all tokens to one expert (top-1 on a zero router:
+ * every logit ties, the lower id wins) and so experts with zero tokens; 600 slots all to one expert
+ * and 1200 slots over 40 experts (the permutation's units of 256 slots, the last partial; more
+ * experts than a warp's lanes); 8192 and 8400 slots (32 units, the most the one-block permutation
+ * takes, and 33, three launches); top-40 (more slots per token than lanes); two expert-parallel
+ * ranks (ep_check: slots routed to the other rank's experts contribute nothing, the two outputs add
+ * up to the reference; with top-1 the other rank's rows are +0 exactly); H = 1040 (K not a multiple
+ * of 64) and split K; the DeepSeek-V3 (7168, 2048) and GPT-OSS (2880, 2880) expert shapes; silu,
+ * swiglu, situ, relu2 (non-gated); W4A16 and W4A4 (RTN and 4over6). Rel-L2 <= 1e-3 for W4A16 (both
+ * sum in f32, in other orders) and <= 1e-2 for W4A4 (an order-dependent BF16 rounding of an FC1
+ * output can move an FC2 input to the neighbouring E2M1 value); all outputs finite; two GPU runs
+ * byte-identical. Seed fixed and printed. Exit 77 (skip) without a GPU.
  */
 #include "check.h"
 
@@ -431,7 +430,11 @@ int main(void) {
         /* 100 rows per expert: 64-row tiles (v6), 128-row tiles (v7); 50: 64-row tiles */
         {"64/128-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
         {"64-row tiles", 8, 512, 128, 200, 2, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 0},
+        /* 16 rows per expert on average: 32-row tiles, on the register kernel from v12 where
+         * K % 128 == 0 (some experts fill the second 16-row half, some leave it empty) */
         {"32-row tiles", 8, 256, 128, 64, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
+        {"all to one, 32-row tiles", 8, 256, 128, 150, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0},
+        {"DeepSeek-V3 shape, 32-row tiles", 2, 7168, 2048, 16, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
         {"w4a4 32-row tiles", 8, 512, 128, 64, 2, NVF_MOE_ACT_SWIGLU, 1, 0, fo6, 0},
         {"all to one expert", 8, 256, 128, 37, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0},
         {"all to one, 64/128-row tiles", 4, 256, 64, 200, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0},
