@@ -141,20 +141,3 @@ int nvf_cuda_mem_free(size_t *out) {
 done:
     return rc;
 }
-
-/* moe_launch.h. The attribute is read per call (the runtime caches it), so threads driving
- * different devices need no shared state beyond the environment, read once. */
-int nvf_cuda_moe_pdl(void) {
-    static int env = -1;
-    if (env < 0) {
-        const char *e = getenv("NVFP4_MOE_PDL");
-        env = !(e && strcmp(e, "0") == 0);
-    }
-    int dev = 0, major = 0;
-    if (!env || cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return major >= 9;
-}

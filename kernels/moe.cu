@@ -9,7 +9,6 @@
 #include "kernels/moe_gemm.h"
 
 #include "cuda_ctx.h"
-#include "moe_launch.h"
 #include "moe_perm.h"
 
 #include "nvfp4/format.h"
@@ -71,8 +70,6 @@ __device__ void qdq_block(uint16_t *dst, const float *v, float gs, const nvf_qua
 __global__ void gather_quant_kernel(uint16_t *xq, const uint16_t *x, const int32_t *perm,
                                     const int32_t *offsets, int64_t n_experts, int64_t top_k,
                                     int64_t hidden, const float *input_scale, nvf_quant_params q) {
-    pdl_wait(); /* moe_launch.h */
-    pdl_trigger();
     int32_t rows = offsets[n_experts];
     int64_t bpr = hidden / NVF_BLOCK;
     for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < rows * bpr;
@@ -151,8 +148,6 @@ __device__ __forceinline__ void fc1_act4(float *v, const float *ws, int64_t spli
 __global__ void fc1_epilogue_kernel(uint16_t *h, const float *ws, int64_t split_stride, int splits,
                                     const int32_t *offsets, int64_t n_experts, int64_t inter,
                                     int gated, const float *alpha, nvf_cuda_moe_act act) {
-    pdl_wait(); /* moe_launch.h */
-    pdl_trigger();
     int64_t rows = offsets[n_experts], n1 = gated ? 2 * inter : inter, quads = rows * inter / 4;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < quads;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -179,8 +174,6 @@ __global__ void fc1_epilogue_q_kernel(uint16_t *h, const float *ws, int64_t spli
                                       int64_t inter, int gated, const float *alpha,
                                       nvf_cuda_moe_act act, const float *fc2_input_scale,
                                       nvf_quant_params q) {
-    pdl_wait(); /* moe_launch.h */
-    pdl_trigger();
     int64_t rows = offsets[n_experts], n1 = gated ? 2 * inter : inter, bpr = inter / NVF_BLOCK;
     for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < rows * bpr;
          b += (int64_t)gridDim.x * blockDim.x) {
@@ -231,8 +224,6 @@ __global__ void finalize_kernel(float *y, const float *ws, int64_t split_stride,
                                 const float *alpha2) {
     extern __shared__ float fin[]; /* [top_k] weights, [top_k] alphas, [top_k] rows */
     __shared__ int32_t n_local;
-    pdl_wait(); /* moe_launch.h */
-    pdl_trigger();
     float *wt = fin, *al = fin + top_k;
     int32_t *rows = (int32_t *)(fin + 2 * top_k);
     int64_t tok = blockIdx.x;
@@ -425,20 +416,28 @@ static int64_t tile_rows_from(int32_t rows, int32_t tall) {
 }
 
 /* The expected number of tiles of `rows` rows for `local` slots spread at random over E experts:
- * E x the sum over j of P(X > j rows), X ~ Poisson(local / E) the rows of one expert. */
-static int64_t expected_tiles(int64_t local, int64_t E, int32_t rows) {
-    double lam = (double)local / (double)E, p = exp(-lam), cdf = 0.0, tiles = 0.0;
+ * E x the sum over j of P(X > j rows), X ~ Poisson(local / E) the rows of one expert; *sd, the
+ * standard deviation of that number (the experts taken as independent: E x Var ceil(X / rows),
+ * with E[ceil(X / rows)^2] the sum over j of (2j + 1) P(X > j rows)). */
+static int64_t expected_tiles(int64_t local, int64_t E, int32_t rows, double *sd) {
+    double lam = (double)local / (double)E, p = exp(-lam), cdf = 0.0, tiles = 0.0, sq = 0.0;
     if (lam > 500.0) { /* exp underflows long before; ceil(X / rows) is X / rows + 1/2 there */
         tiles = lam / rows + 0.5;
+        sq = tiles * tiles + lam / ((double)rows * rows) + 1.0 / 12.0;
     } else {
         int64_t top = (int64_t)(lam + 12.0 * sqrt(lam) + 24.0);
         for (int64_t x = 0; x <= top; x++) {
             cdf += p; /* P(X <= x) */
-            if (x % rows == 0)
-                tiles += 1.0 - cdf; /* ceil(X / rows) = the number of j >= 0 with X > j rows */
+            if (x % rows == 0) {
+                /* ceil(X / rows) = the number of j >= 0 with X > j rows */
+                tiles += 1.0 - cdf;
+                sq += (double)(2 * (x / rows) + 1) * (1.0 - cdf);
+            }
             p = p * lam / (double)(x + 1);
         }
     }
+    double var = sq - tiles * tiles;
+    *sd = sqrt((var > 0.0 ? var : 0.0) * (double)E);
     int64_t t = (int64_t)ceil(tiles * (double)E);
     return t > 0 ? t : 1;
 }
@@ -525,16 +524,24 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
         for (int32_t rows = tall; rows >= 32 && tile_rows == 16; rows /= 2)
             if (local / E >= tile_rows_from(rows, tall))
                 tile_rows = rows;
-        int32_t max_tiles = (int32_t)((slots + tile_rows - 1) / tile_rows + E);
-        int64_t tiles_est = expected_tiles(local, E, tile_rows);
+        /* an expert with c > 0 rows has ceil(c / R) <= c / R + (R - 1) / R tiles, and at most
+         * min(E, slots) experts have rows */
+        int32_t max_tiles =
+            (int32_t)((slots + tile_rows - 1) / tile_rows + (E < slots ? E : slots));
+        double tiles_sd;
+        int64_t tiles_est = expected_tiles(local, E, tile_rows, &tiles_sd);
         int cps1, cps2;
         int s1 = splits_for(&cps1, m, slots, tiles_est, n1, H, tile_rows);
         int s2 = splits_for(&cps2, m, slots, tiles_est, H, I, tile_rows);
         int64_t stride1 = slots * n1, stride2 = slots * H;
         /* the GEMM grid spans the expected tiles with a margin (a CTA takes a further tile
          * where the routing needs more): CTAs that would only find an unused tile cost a
-         * launch slot each (at 4096 tokens the map's worst case is 7x the usual count) */
-        int64_t grid_tiles = tiles_est + tiles_est / 4 + E;
+         * launch slot each (at 4096 tokens the map's worst case is 7x the usual count). The
+         * margin: a quarter, plus four standard deviations of the tile count and 2, at most E
+         * (E alone until stop 28, when at 1 token DeepSeek-V3's FC1 launched 14,784 CTAs, 448
+         * of them with a tile) */
+        int64_t sd_margin = (int64_t)ceil(4.0 * tiles_sd) + 2;
+        int64_t grid_tiles = tiles_est + tiles_est / 4 + (sd_margin < E ? sd_margin : E);
         nvf_cuda_moe_plan plan = {m->offsets,
                                   m->tile_info,
                                   m->perm,
@@ -551,8 +558,9 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
             goto done;
         stage_mark(m, 1, stream);
         if (L->w13_input_scale) {
-            NVF_CUDA_TRY(moe_launch(gather_quant_kernel, dim3(grid), dim3(128), 0, stream, m->xq, x,
-                                    m->perm, m->offsets, E, k, H, L->w13_input_scale, qp));
+            gather_quant_kernel<<<grid, 128, 0, stream>>>(m->xq, x, m->perm, m->offsets, E, k, H,
+                                                          L->w13_input_scale, qp);
+            NVF_CUDA_TRY(cudaGetLastError());
         }
         stage_mark(m, 2, stream);
         rc = nvf_cuda_moe_gemm(m->ws, stride1, a1, L->w13_input_scale ? 0 : 1, L->w13, L->w13_sf,
@@ -561,13 +569,13 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
             goto done;
         stage_mark(m, 3, stream);
         if (L->fc2_input_scale)
-            NVF_CUDA_TRY(moe_launch(fc1_epilogue_q_kernel, dim3(grid), dim3(128), 0, stream, m->h,
-                                    m->ws, stride1, s1, m->offsets, E, I, L->gated, L->w13_alpha,
-                                    *act, L->fc2_input_scale, qp));
+            fc1_epilogue_q_kernel<<<grid, 128, 0, stream>>>(m->h, m->ws, stride1, s1, m->offsets, E,
+                                                            I, L->gated, L->w13_alpha, *act,
+                                                            L->fc2_input_scale, qp);
         else
-            NVF_CUDA_TRY(moe_launch(fc1_epilogue_kernel, dim3(2 * grid), dim3(128), 0, stream, m->h,
-                                    m->ws, stride1, s1, m->offsets, E, I, L->gated, L->w13_alpha,
-                                    *act));
+            fc1_epilogue_kernel<<<2 * grid, 128, 0, stream>>>(m->h, m->ws, stride1, s1, m->offsets,
+                                                              E, I, L->gated, L->w13_alpha, *act);
+        NVF_CUDA_TRY(cudaGetLastError());
         stage_mark(m, 4, stream);
         rc = nvf_cuda_moe_gemm(m->ws, stride2, m->h, 0, L->w2, L->w2_sf, H, I, cps2, &plan, stream);
         if (rc)
@@ -584,9 +592,13 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
             parts = parts < 65535 ? parts : 65535;
             dim3 fgrid((unsigned)t, (unsigned)parts);
             size_t fsmem = (size_t)(3 * k) * 4;
-            NVF_CUDA_TRY(moe_launch(vec == 4 ? finalize_kernel<4> : finalize_kernel<1>, fgrid,
-                                    dim3(FIN_THREADS), fsmem, stream, y, m->ws, stride2, s2,
-                                    m->row_of, ids, weights, k, H, expert0, L->w2_alpha));
+            if (vec == 4)
+                finalize_kernel<4><<<fgrid, FIN_THREADS, fsmem, stream>>>(
+                    y, m->ws, stride2, s2, m->row_of, ids, weights, k, H, expert0, L->w2_alpha);
+            else
+                finalize_kernel<1><<<fgrid, FIN_THREADS, fsmem, stream>>>(
+                    y, m->ws, stride2, s2, m->row_of, ids, weights, k, H, expert0, L->w2_alpha);
+            NVF_CUDA_TRY(cudaGetLastError());
         }
         stage_mark(m, 6, stream);
     }

@@ -29,7 +29,6 @@
 #include "kernels/moe_gemm.h"
 
 #include "cuda_ctx.h"
-#include "moe_launch.h"
 #include "moe_mma.h"
 
 #include "nvfp4/format.h"
@@ -416,9 +415,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB)
     moe_gemm_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                     const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K, int chunks_per_split,
                     nvf_cuda_moe_plan plan) {
-    pdl_wait(); /* moe_launch.h */
-    pdl_trigger();
-    if (plan.tile_info[blockIdx.y] < 0) /* CTAs beyond the used tiles */
+    if (plan.tile_info[blockIdx.y] < 0) /* before anything else: CTAs beyond the used tiles */
         return;
     constexpr bool bits = DQ == DQ_BITS;
     __shared__ uint32_t lut[bits ? 1 : 256];
@@ -469,7 +466,7 @@ static int gemm_version(void) {
     static int v = 0;
     if (v == 0) {
         const char *env = getenv("NVFP4_MOE_GEMM");
-        v = !env                      ? 12
+        v = !env                      ? 13
             : strcmp(env, "v1") == 0  ? 1
             : strcmp(env, "v2") == 0  ? 2
             : strcmp(env, "v3") == 0  ? 3
@@ -479,8 +476,8 @@ static int gemm_version(void) {
             : strcmp(env, "v7") == 0  ? 7
             : strcmp(env, "v8") == 0  ? 8
             : strcmp(env, "v10") == 0 ? 10
-            : strcmp(env, "v13") == 0 ? 13
-                                      : 12;
+            : strcmp(env, "v12") == 0 ? 12
+                                      : 13;
     }
     return v;
 }
@@ -552,9 +549,9 @@ static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, cons
     int64_t nchunks = (k + 63) / 64;
     dim3 grid((unsigned)((n + 8 * NT * WN - 1) / (8 * NT * WN)),
               (unsigned)nvf_cuda_moe_grid_tiles(plan), (unsigned)((nchunks + cps - 1) / cps));
-    NVF_CUDA_TRY(moe_launch(moe_gemm_kernel<MT, NT, WM, WN, KB, PF, DQ, MINB, AM>, grid,
-                            dim3(WM * WN * 32), 0, st, ws, stride, a, gather, w, sf, n, k, cps,
-                            *plan));
+    moe_gemm_kernel<MT, NT, WM, WN, KB, PF, DQ, MINB, AM>
+        <<<grid, WM * WN * 32, 0, st>>>(ws, stride, a, gather, w, sf, n, k, cps, *plan);
+    NVF_CUDA_TRY(cudaGetLastError());
 done:
     return rc;
 }

@@ -24,7 +24,6 @@
 #include "kernels/moe_gemm.h"
 
 #include "cuda_ctx.h"
-#include "moe_launch.h"
 #include "moe_mma.h"
 
 #include "nvfp4/format.h"
@@ -257,8 +256,6 @@ __global__ void __launch_bounds__(TB_THREADS, 2)
     moe_gemm_tiled_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                           const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K, int cps,
                           nvf_cuda_moe_plan plan) {
-    pdl_wait(); /* moe_launch.h */
-    pdl_trigger();
     if (plan.tile_info[blockIdx.y] < 0)
         return;
     __shared__ uint32_t lut[VAR == 2 ? E2M1_LUT_REP_WORDS : 256];
@@ -311,8 +308,9 @@ static int launch_tiled(float *ws, int64_t stride, const uint16_t *a, int gather
         int64_t nchunks = (k + 63) / 64;
         dim3 grid((unsigned)((n + TB_N - 1) / TB_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
                   (unsigned)((nchunks + cps - 1) / cps));
-        NVF_CUDA_TRY(moe_launch(moe_gemm_tiled_kernel<MT, VAR>, grid, dim3(TB_THREADS), smem,
-                                stream, ws, stride, a, gather, w, sf, n, k, cps, *plan));
+        moe_gemm_tiled_kernel<MT, VAR>
+            <<<grid, TB_THREADS, smem, stream>>>(ws, stride, a, gather, w, sf, n, k, cps, *plan);
+        NVF_CUDA_TRY(cudaGetLastError());
     }
 done:
     return rc;

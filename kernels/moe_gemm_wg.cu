@@ -26,7 +26,6 @@
 #include "kernels/moe_gemm.h"
 
 #include "cuda_ctx.h"
-#include "moe_launch.h"
 #include "moe_mma.h"
 
 #include "nvfp4/layout.h"
@@ -295,8 +294,6 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
                        const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
                        int chunks_per_split, nvf_cuda_moe_plan plan) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    pdl_wait(); /* moe_launch.h */
-    pdl_trigger();
     if (plan.tile_info[blockIdx.y] < 0) /* before anything else: CTAs beyond the used tiles */
         return;
     extern __shared__ __align__(128) uint8_t wg_smem[];
@@ -338,9 +335,9 @@ static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, c
         int64_t nchunks = k / 64;
         dim3 grid((unsigned)((n + WG_N - 1) / WG_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
                   (unsigned)((nchunks + cps - 1) / cps));
-        NVF_CUDA_TRY(moe_launch(moe_gemm_wg_kernel<NTOK>, grid, dim3(WG_THREADS),
-                                wg_cfg<NTOK>::SMEM, st, ws, stride, a, gather, w, sf, n, k, cps,
-                                *plan));
+        moe_gemm_wg_kernel<NTOK><<<grid, WG_THREADS, wg_cfg<NTOK>::SMEM, st>>>(
+            ws, stride, a, gather, w, sf, n, k, cps, *plan);
+        NVF_CUDA_TRY(cudaGetLastError());
     }
 done:
     return rc;

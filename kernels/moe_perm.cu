@@ -19,7 +19,6 @@
 #include "moe_perm.h"
 
 #include "cuda_ctx.h"
-#include "moe_launch.h"
 
 #include "nvfp4/status.h"
 
@@ -69,8 +68,6 @@ __device__ __forceinline__ void unit_count(int32_t *run, int64_t stride, const i
 __global__ void perm_count_kernel(int32_t *counts, const int32_t *ids, int64_t n_slots,
                                   int64_t expert0, int64_t n_experts, int64_t n_units) {
     extern __shared__ int32_t run[]; /* [n_experts] */
-    pdl_wait();                      /* moe_launch.h */
-    pdl_trigger();
     int lane = threadIdx.x;
     int64_t u = blockIdx.x;
     unit_count(run, 1, ids, n_slots, expert0, n_experts, u, lane);
@@ -143,8 +140,6 @@ __global__ void perm_plan_kernel(int32_t *offsets, int32_t *tile_info, int32_t *
                                  int32_t max_tiles) {
     __shared__ int32_t total[PLAN_MAX_E], tile0[PLAN_MAX_E];
     __shared__ int32_t used;
-    pdl_wait(); /* moe_launch.h */
-    pdl_trigger();
     plan_body(offsets, tile_info, counts, n_experts, n_units, tile_rows, max_tiles, total, tile0,
               &used);
 }
@@ -181,8 +176,6 @@ __global__ void perm_place_kernel(int32_t *perm, int32_t *row_of, const int32_t 
                                   const int32_t *offsets, const int32_t *ids, int64_t n_slots,
                                   int64_t expert0, int64_t n_experts, int64_t n_units) {
     extern __shared__ int32_t run[]; /* [n_experts] the next row of each expert */
-    pdl_wait();                      /* moe_launch.h */
-    pdl_trigger();
     int lane = threadIdx.x;
     int64_t u = blockIdx.x;
     for (int64_t e = lane; e < n_experts; e += 32)
@@ -200,8 +193,6 @@ __global__ void __launch_bounds__(PLAN_THREADS, 1)
     extern __shared__ int32_t cnt[]; /* [n_experts][n_units] */
     __shared__ int32_t total[PLAN_MAX_E], tile0[PLAN_MAX_E];
     __shared__ int32_t used;
-    pdl_wait(); /* moe_launch.h */
-    pdl_trigger();
     int lane = threadIdx.x & 31, u = threadIdx.x >> 5;
     if (u < n_units)
         unit_count(cnt + u, n_units, ids, n_slots, expert0, n_experts, u, lane);
@@ -239,18 +230,18 @@ int moe_perm_launch(int32_t *offsets, int32_t *perm, int32_t *row_of, int32_t *t
                              "takes",
                              (long long)slots, (long long)n_experts);
     if (units <= PERM_FUSED_UNITS && n_experts * units <= PERM_FUSED_CELLS) {
-        NVF_CUDA_TRY(moe_launch(perm_fused_kernel, dim3(1), dim3(PLAN_THREADS),
-                                (size_t)(n_experts * units) * 4, st, offsets, perm, row_of,
-                                tile_info, ids, slots, expert0, n_experts, units, tile_rows,
-                                max_tiles));
+        perm_fused_kernel<<<1, PLAN_THREADS, (size_t)(n_experts * units) * 4, st>>>(
+            offsets, perm, row_of, tile_info, ids, slots, expert0, n_experts, units, tile_rows,
+            max_tiles);
     } else {
-        NVF_CUDA_TRY(moe_launch(perm_count_kernel, dim3((unsigned)units), dim3(32), smem, st,
-                                scratch, ids, slots, expert0, n_experts, units));
-        NVF_CUDA_TRY(moe_launch(perm_plan_kernel, dim3(1), dim3(PLAN_THREADS), 0, st, offsets,
-                                tile_info, scratch, n_experts, units, tile_rows, max_tiles));
-        NVF_CUDA_TRY(moe_launch(perm_place_kernel, dim3((unsigned)units), dim3(32), smem, st, perm,
-                                row_of, scratch, offsets, ids, slots, expert0, n_experts, units));
+        perm_count_kernel<<<(unsigned)units, 32, smem, st>>>(scratch, ids, slots, expert0,
+                                                             n_experts, units);
+        perm_plan_kernel<<<1, PLAN_THREADS, 0, st>>>(offsets, tile_info, scratch, n_experts, units,
+                                                     tile_rows, max_tiles);
+        perm_place_kernel<<<(unsigned)units, 32, smem, st>>>(perm, row_of, scratch, offsets, ids,
+                                                             slots, expert0, n_experts, units);
     }
+    NVF_CUDA_TRY(cudaGetLastError());
 done:
     return rc;
 }
