@@ -41,6 +41,17 @@ __device__ int expert_of(const int32_t *offsets, int64_t n_experts, int32_t p) {
     return lo;
 }
 
+/* offsets[0 .. n_experts] copied into shared memory s by the whole block (then a barrier), so
+ * that expert_of's binary search reads shared memory: in global memory its loads are a chain (7
+ * for 128 experts), and with few rows that chain was most of the epilogues' and the W4A4
+ * gather's time (stop 28). s holds n_experts + 1 ints (the launch's dynamic shared memory). */
+__device__ __forceinline__ void offsets_to_shared(int32_t *s, const int32_t *offsets,
+                                                  int64_t n_experts) {
+    for (int64_t i = threadIdx.x; i <= n_experts; i += blockDim.x)
+        s[i] = offsets[i];
+    __syncthreads();
+}
+
 /* Store 16 BF16 values at dst (32-byte aligned: a 16-value block of a row of a multiple of 16
  * values in memory from cudaMalloc) as two 16-byte stores. */
 __device__ __forceinline__ void store_bf16x16(uint16_t *dst, const uint16_t *v) {
@@ -70,7 +81,9 @@ __device__ void qdq_block(uint16_t *dst, const float *v, float gs, const nvf_qua
 __global__ void gather_quant_kernel(uint16_t *xq, const uint16_t *x, const int32_t *perm,
                                     const int32_t *offsets, int64_t n_experts, int64_t top_k,
                                     int64_t hidden, const float *input_scale, nvf_quant_params q) {
-    int32_t rows = offsets[n_experts];
+    extern __shared__ int32_t off[]; /* offsets_to_shared */
+    offsets_to_shared(off, offsets, n_experts);
+    int32_t rows = off[n_experts];
     int64_t bpr = hidden / NVF_BLOCK;
     for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < rows * bpr;
          b += (int64_t)gridDim.x * blockDim.x) {
@@ -80,7 +93,7 @@ __global__ void gather_quant_kernel(uint16_t *xq, const uint16_t *x, const int32
         float v[NVF_BLOCK];
         for (int j = 0; j < NVF_BLOCK; j++)
             v[j] = nvf_bf16_to_f32(src[j]);
-        float gs = 1.0f / input_scale[expert_of(offsets, n_experts, p)];
+        float gs = 1.0f / input_scale[expert_of(off, n_experts, p)];
         qdq_block(xq + (int64_t)p * hidden + c, v, gs, q);
     }
 }
@@ -148,14 +161,16 @@ __device__ __forceinline__ void fc1_act4(float *v, const float *ws, int64_t spli
 __global__ void fc1_epilogue_kernel(uint16_t *h, const float *ws, int64_t split_stride, int splits,
                                     const int32_t *offsets, int64_t n_experts, int64_t inter,
                                     int gated, const float *alpha, nvf_cuda_moe_act act) {
-    int64_t rows = offsets[n_experts], n1 = gated ? 2 * inter : inter, quads = rows * inter / 4;
+    extern __shared__ int32_t off[]; /* offsets_to_shared */
+    offsets_to_shared(off, offsets, n_experts);
+    int64_t rows = off[n_experts], n1 = gated ? 2 * inter : inter, quads = rows * inter / 4;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < quads;
          i += (int64_t)gridDim.x * blockDim.x) {
         int32_t p = (int32_t)(i / (inter / 4));
         int64_t c = i % (inter / 4) * 4;
         float v[4];
-        fc1_act4(v, ws, split_stride, splits, p, c, n1, gated,
-                 alpha[expert_of(offsets, n_experts, p)], act);
+        fc1_act4(v, ws, split_stride, splits, p, c, n1, gated, alpha[expert_of(off, n_experts, p)],
+                 act);
         *(uint2 *)(h + (int64_t)p * inter + c) = make_uint2(
             (uint32_t)nvf_f32_to_bf16_rn(v[0]) | ((uint32_t)nvf_f32_to_bf16_rn(v[1]) << 16),
             (uint32_t)nvf_f32_to_bf16_rn(v[2]) | ((uint32_t)nvf_f32_to_bf16_rn(v[3]) << 16));
@@ -174,12 +189,14 @@ __global__ void fc1_epilogue_q_kernel(uint16_t *h, const float *ws, int64_t spli
                                       int64_t inter, int gated, const float *alpha,
                                       nvf_cuda_moe_act act, const float *fc2_input_scale,
                                       nvf_quant_params q) {
-    int64_t rows = offsets[n_experts], n1 = gated ? 2 * inter : inter, bpr = inter / NVF_BLOCK;
+    extern __shared__ int32_t off[]; /* offsets_to_shared */
+    offsets_to_shared(off, offsets, n_experts);
+    int64_t rows = off[n_experts], n1 = gated ? 2 * inter : inter, bpr = inter / NVF_BLOCK;
     for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < rows * bpr;
          b += (int64_t)gridDim.x * blockDim.x) {
         int32_t p = (int32_t)(b / bpr);
         int64_t c = b % bpr * NVF_BLOCK;
-        float al = alpha[expert_of(offsets, n_experts, p)], v[NVF_BLOCK];
+        float al = alpha[expert_of(off, n_experts, p)], v[NVF_BLOCK];
 #pragma unroll
         for (int j = 0; j < NVF_BLOCK; j += 4)
             fc1_act4(v + j, ws, split_stride, splits, p, c + j, n1, gated, al, act);
@@ -400,8 +417,12 @@ done:
  * 16 rows, 512 tokens, 32-row tiles 0.62 and 16-row ones 0.85; bench/results/gemm-h200-v6/c3-cap).
  * With the warpgroup-MMA kernel (tall 128), 64-row tiles from 24 and 128-row ones from 48: at
  * 2048 tokens 0.77 ms against 0.99 with 128-row tiles from 96 (bench/results/wg-h200-v7/).
+ * Where the 32-row register kernel (v12) takes both GEMMs (reg32), 64-row tiles from 40: at 32
+ * rows per expert its 32-row tiles beat the wgmma kernel's 64-row ones (Qwen3-30B-A3B at 512
+ * tokens 0.342 ms against 0.377, DeepSeek-V3 at 1024 0.639-0.642 against 0.653; stop 28's call
+ * 2, bench/results/final-h200-afc547e/ab.txt; 40 and 48 alike there).
  * NVFP4_MOE_TILE{32,64,128}_ROWS change them (for `bench moe` sweeps). Read once. */
-static int64_t tile_rows_from(int32_t rows, int32_t tall) {
+static int64_t tile_rows_from(int32_t rows, int32_t tall, int reg32) {
     static int64_t v128 = -1, v64 = -1, v32 = -1;
     if (v64 < 0) {
         const char *e64 = getenv("NVFP4_MOE_TILE64_ROWS"), *e32 = getenv("NVFP4_MOE_TILE32_ROWS");
@@ -412,7 +433,7 @@ static int64_t tile_rows_from(int32_t rows, int32_t tall) {
         v64 = x64 > 0 ? (int64_t)x64 : 0;
         v128 = x128 > 0 ? (int64_t)x128 : 48;
     }
-    return rows == 128 ? v128 : rows == 64 ? (v64 ? v64 : tall == 128 ? 24 : 32) : v32;
+    return rows == 128 ? v128 : rows == 64 ? (v64 ? v64 : reg32 ? 40 : tall == 128 ? 24 : 32) : v32;
 }
 
 /* The expected number of tiles of `rows` rows for `local` slots spread at random over E experts:
@@ -521,8 +542,9 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
         int32_t tile_rows = 16, tall_h = nvf_cuda_moe_gemm_tall(H),
                 tall_i = nvf_cuda_moe_gemm_tall(I);
         int32_t tall = tall_h < tall_i ? tall_h : tall_i;
+        int reg32 = nvf_cuda_moe_gemm_step(H, 32) == 2 && nvf_cuda_moe_gemm_step(I, 32) == 2;
         for (int32_t rows = tall; rows >= 32 && tile_rows == 16; rows /= 2)
-            if (local / E >= tile_rows_from(rows, tall))
+            if (local / E >= tile_rows_from(rows, tall, reg32))
                 tile_rows = rows;
         /* an expert with c > 0 rows has ceil(c / R) <= c / R + (R - 1) / R tiles, and at most
          * min(E, slots) experts have rows */
@@ -550,6 +572,7 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
                                   (int32_t)k,
                                   grid_tiles < max_tiles ? (int32_t)grid_tiles : max_tiles};
         int grid = m->sms * 8;
+        size_t osmem = (size_t)(E + 1) * 4; /* offsets_to_shared */
         const uint16_t *a1 = L->w13_input_scale ? m->xq : x;
 
         stage_mark(m, 0, stream);
@@ -558,8 +581,8 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
             goto done;
         stage_mark(m, 1, stream);
         if (L->w13_input_scale) {
-            gather_quant_kernel<<<grid, 128, 0, stream>>>(m->xq, x, m->perm, m->offsets, E, k, H,
-                                                          L->w13_input_scale, qp);
+            gather_quant_kernel<<<grid, 128, osmem, stream>>>(m->xq, x, m->perm, m->offsets, E, k,
+                                                              H, L->w13_input_scale, qp);
             NVF_CUDA_TRY(cudaGetLastError());
         }
         stage_mark(m, 2, stream);
@@ -569,12 +592,12 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
             goto done;
         stage_mark(m, 3, stream);
         if (L->fc2_input_scale)
-            fc1_epilogue_q_kernel<<<grid, 128, 0, stream>>>(m->h, m->ws, stride1, s1, m->offsets, E,
-                                                            I, L->gated, L->w13_alpha, *act,
-                                                            L->fc2_input_scale, qp);
+            fc1_epilogue_q_kernel<<<grid, 128, osmem, stream>>>(
+                m->h, m->ws, stride1, s1, m->offsets, E, I, L->gated, L->w13_alpha, *act,
+                L->fc2_input_scale, qp);
         else
-            fc1_epilogue_kernel<<<2 * grid, 128, 0, stream>>>(m->h, m->ws, stride1, s1, m->offsets,
-                                                              E, I, L->gated, L->w13_alpha, *act);
+            fc1_epilogue_kernel<<<2 * grid, 128, osmem, stream>>>(
+                m->h, m->ws, stride1, s1, m->offsets, E, I, L->gated, L->w13_alpha, *act);
         NVF_CUDA_TRY(cudaGetLastError());
         stage_mark(m, 4, stream);
         rc = nvf_cuda_moe_gemm(m->ws, stride2, m->h, 0, L->w2, L->w2_sf, H, I, cps2, &plan, stream);
