@@ -52,6 +52,12 @@ __device__ __forceinline__ void offsets_to_shared(int32_t *s, const int32_t *off
     __syncthreads();
 }
 
+/* CTAs of 128 threads for `items` work items (one a thread), at most `cap`. */
+static unsigned grid_for(int64_t items, int cap) {
+    int64_t g = (items + 127) / 128;
+    return (unsigned)(g < 1 ? 1 : g < cap ? g : cap);
+}
+
 /* Store 16 BF16 values at dst (32-byte aligned: a 16-value block of a row of a multiple of 16
  * values in memory from cudaMalloc) as two 16-byte stores. */
 __device__ __forceinline__ void store_bf16x16(uint16_t *dst, const uint16_t *v) {
@@ -571,7 +577,13 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
                                   tile_rows,
                                   (int32_t)k,
                                   grid_tiles < max_tiles ? (int32_t)grid_tiles : max_tiles};
+        /* the elementwise kernels' grids: 8 CTAs per SM, or fewer where the rows (at most
+         * `slots`) give fewer threads work (their loops stride over the grid; at 1 token the
+         * full grid's CTAs without work took longer than the work itself, stop 28) */
         int grid = m->sms * 8;
+        unsigned g_in = grid_for(slots * (H / NVF_BLOCK), grid),
+                 g_epi = grid_for(slots * (I / 4), 2 * grid),
+                 g_epi_q = grid_for(slots * (I / NVF_BLOCK), grid);
         size_t osmem = (size_t)(E + 1) * 4; /* offsets_to_shared */
         const uint16_t *a1 = L->w13_input_scale ? m->xq : x;
 
@@ -581,7 +593,7 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
             goto done;
         stage_mark(m, 1, stream);
         if (L->w13_input_scale) {
-            gather_quant_kernel<<<grid, 128, osmem, stream>>>(m->xq, x, m->perm, m->offsets, E, k,
+            gather_quant_kernel<<<g_in, 128, osmem, stream>>>(m->xq, x, m->perm, m->offsets, E, k,
                                                               H, L->w13_input_scale, qp);
             NVF_CUDA_TRY(cudaGetLastError());
         }
@@ -592,12 +604,12 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
             goto done;
         stage_mark(m, 3, stream);
         if (L->fc2_input_scale)
-            fc1_epilogue_q_kernel<<<grid, 128, osmem, stream>>>(
+            fc1_epilogue_q_kernel<<<g_epi_q, 128, osmem, stream>>>(
                 m->h, m->ws, stride1, s1, m->offsets, E, I, L->gated, L->w13_alpha, *act,
                 L->fc2_input_scale, qp);
         else
-            fc1_epilogue_kernel<<<2 * grid, 128, osmem, stream>>>(
-                m->h, m->ws, stride1, s1, m->offsets, E, I, L->gated, L->w13_alpha, *act);
+            fc1_epilogue_kernel<<<g_epi, 128, osmem, stream>>>(m->h, m->ws, stride1, s1, m->offsets,
+                                                               E, I, L->gated, L->w13_alpha, *act);
         NVF_CUDA_TRY(cudaGetLastError());
         stage_mark(m, 4, stream);
         rc = nvf_cuda_moe_gemm(m->ws, stride2, m->h, 0, L->w2, L->w2_sf, H, I, cps2, &plan, stream);

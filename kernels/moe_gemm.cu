@@ -477,6 +477,7 @@ static int gemm_version(void) {
             : strcmp(env, "v8") == 0  ? 8
             : strcmp(env, "v10") == 0 ? 10
             : strcmp(env, "v12") == 0 ? 12
+            : strcmp(env, "v14") == 0 ? 14
                                       : 13;
     }
     return v;
@@ -531,7 +532,7 @@ extern "C" int nvf_cuda_moe_gemm_cta_rows(int64_t k, int32_t tile_rows) {
  * kernel's shared memory (stages and the 32 KB table: 3 CTAs for 32-row tiles, 2 beyond). */
 extern "C" int nvf_cuda_moe_gemm_ctas_per_sm(int64_t k, int32_t tile_rows) {
     if (use_reg32(k, tile_rows))
-        return REG32_MINB;
+        return gemm_version() == 14 ? 4 : REG32_MINB;
     if (use_wg(k, tile_rows))
         return tile_rows >= 64 ? 2 : 3;
     if (use_tiled(k, tile_rows))
@@ -569,7 +570,7 @@ static int launch_reg(int v, float *ws, int64_t stride, const uint16_t *a, int g
                       const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k, int cps,
                       const nvf_cuda_moe_plan *plan, cudaStream_t st) {
     if constexpr (MT == 1 && KB == 2) {
-        if (v == 13)
+        if (v >= 13)
             return launch<MT, NT, WM, WN, KB, true, DQ_BITS, 4, AM_SMEM_WORD>(
                 ws, stride, a, gather, w, sf, n, k, cps, plan, st);
         if (v >= 10)
@@ -617,8 +618,12 @@ extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint1
                                        chunks_per_split, plan,
                                        v >= 5 && k >= REP_LUT_MIN_K ? 2 : v >= 4, stream);
     if (use_reg32(k, plan->tile_rows))
-        return launch<2, 4, 1, 4, 2, true, DQ_BITS, REG32_MINB, AM_SMEM_WORD>(
-            ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan, stream);
+        return v == 14 ? launch<2, 4, 1, 4, 2, true, DQ_BITS, 4, AM_SMEM_WORD>(
+                             ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
+                             stream)
+                       : launch<2, 4, 1, 4, 2, true, DQ_BITS, REG32_MINB, AM_SMEM_WORD>(
+                             ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
+                             stream);
     if (plan->tile_rows == 16)
         return kb == 2 ? launch_reg<1, 4, 1, 4, 2>(v, ws, ws_split_stride, a, gather, w, sf, n, k,
                                                    chunks_per_split, plan, stream)
