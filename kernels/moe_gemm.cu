@@ -451,8 +451,12 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB)
  * v5 with the 16-row register kernel capped at 128 registers (launch_reg); v7, v6 with the
  * warpgroup-MMA kernel (moe_gemm_wg.cu) for 32-row tiles and taller where the device runs it
  * (use_wg); v8, v7 with the 16-row register kernel's codes decoded by a multiply (DQ_BITS)
- * instead of the pair table; v10, the default, v8 with that kernel's A rows through shared
- * memory where K % 128 == 0 (AM_SMEM). bench moe at 00142a7 on the H200: v2 is 4-12% faster than
+ * instead of the pair table; v10, v8 with that kernel's A rows through shared memory where
+ * K % 128 == 0 (AM_SMEM); v12, v10 with 32-row tiles on the register kernel where K % 128 == 0
+ * (use_reg32: DeepSeek-V3 at 512 tokens 0.566 -> 0.448 ms); v13, the default, v12 with the
+ * 16-row kernel in AM_SMEM_WORD's order too (3-5% faster than v10 at 8-256 tokens; stop 28,
+ * bench/results/final-h200-afc547e/); v14, v13 with the 32-row kernel capped for 4 CTAs per SM
+ * (it spills), for timing. bench moe at 00142a7 on the H200: v2 is 4-12% faster than
  * v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even elsewhere
  * (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
 /* K from which v5 uses the replicated pair table (64-row tiles): its 32 KB fill per CTA pays
