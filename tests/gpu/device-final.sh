@@ -5,7 +5,7 @@
 #   1. the GPU tests, moe/verify --device cuda, prepared/inverse CPU = CUDA (device-kernels.sh
 #      without bench) -> $OUT/tests.tgz (unless NVFP4_SKIP_TESTS=1);
 #   2. moe --device cuda of this build against NVFP4_OLD_BIN, bit for bit (device-cmp-bin.sh);
-#   3. bench moe (kernels NVFP4_MOE_VERSION, default "v10 v8") beside the BF16 baseline, DeepSeek-V3,
+#   3. bench moe (kernels NVFP4_MOE_VERSION, default "v13 v10") beside the BF16 baseline, DeepSeek-V3,
 #      then per-step medians -> $OUT/moe-ds.tgz;
 #   3b. with NVFP4_MOE_TILE_SWEEP (values of NVFP4_MOE_TILE64_ROWS, e.g. "8 4"): gpu_test_moe_cuda
 #      under each, then bench moe (DeepSeek-V3) of NVFP4_OLD_BIN (when set), of this build and of
@@ -42,7 +42,7 @@ if [ -n "${NVFP4_OLD_BIN:-}" ]; then
     echo "cmp rc=$?"
 fi
 phase moe deepseek-v3
-NVFP4_SKIP_TESTS=1 NVFP4_MOE_SHAPES=deepseek-v3 NVFP4_MOE_VERSIONS=${NVFP4_MOE_VERSION:-v10 v8} NVFP4_MOE_SWEEP= OUT=$w/ds \
+NVFP4_SKIP_TESTS=1 NVFP4_MOE_SHAPES=deepseek-v3 NVFP4_MOE_VERSIONS=${NVFP4_MOE_VERSION:-v13 v10} NVFP4_MOE_SWEEP= OUT=$w/ds \
     timeout 150 bash tests/gpu/device-kernels.sh >"$w/ds.txt" 2>&1
 echo "moe rc=$?"
 grep -E "^v[0-9] |baseline|failed" "$w/ds.txt"
@@ -82,7 +82,7 @@ PY
 fi
 if [ -z "${NVFP4_SKIP_OTHERS:-}" ]; then # NVFP4_SKIP_OTHERS=1: not the other shapes
     phase moe others
-    NVFP4_SKIP_TESTS=1 NVFP4_MOE_SHAPES="qwen3-30b-a3b gpt-oss-120b" NVFP4_MOE_VERSIONS=${NVFP4_MOE_VERSION:-v10 v8} \
+    NVFP4_SKIP_TESTS=1 NVFP4_MOE_SHAPES="qwen3-30b-a3b gpt-oss-120b" NVFP4_MOE_VERSIONS=${NVFP4_MOE_VERSION:-v13 v10} \
         NVFP4_MOE_SWEEP= OUT=$w/other timeout 200 bash tests/gpu/device-kernels.sh >"$w/other.txt" 2>&1
     echo "moe others rc=$?"
     grep -E "^v[0-9] |failed" "$w/other.txt"
