@@ -7,6 +7,7 @@
 # round, variant and shape, the rows of `bench moe --device cuda --precision w4a16` (ms first).
 #   NVFP4_AB_SHAPES: shape:tokens ... (default "deepseek-v3:8,16,64,128,256");
 #   NVFP4_AB_ROUNDS (default 2); NVFP4_AB_PRECISION (default w4a16).
+# tests/gpu/ab_table.py summarizes the output (each variant's fastest round).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/gpu/device-env.sh
