@@ -29,6 +29,7 @@
 #include "kernels/moe_gemm.h"
 
 #include "cuda_ctx.h"
+#include "moe_gemm_select.h"
 #include "moe_mma.h"
 
 #include "nvfp4/format.h"
@@ -37,9 +38,6 @@
 #include "nvfp4/status.h"
 
 #include <cuda_runtime.h>
-
-#include <stdlib.h>
-#include <string.h>
 
 /* ---- kernels ----------------------------------------------------------------------------- */
 
@@ -437,115 +435,6 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB)
 
 /* ---- launchers --------------------------------------------------------------------------- */
 
-/* NVFP4_MOE_GEMM picks the kernels, for side-by-side timing: v1 the first ones (registers only,
- * 8-byte steps, 16- and 64-row tiles); v2 the register kernel with 16-byte steps (K % 128 == 0)
- * and prefetch for 16-row tiles and the shared-memory kernel (moe_gemm_tiled.cu) for 32- and
- * 64-row tiles (K % 32 == 0); v3 the shared-memory kernel for every tile height; v4, v2's
- * kernels with each block scale read from a 256-entry table of BF16 pairs instead of decoded per
- * use (a branchy E4M3 decode, about a third of the K loop's instructions); v5, v4 with the E2M1
- * pair table replicated per lane (bank-conflict-free lookups) in the shared-memory kernel's
- * 64-row tiles where K >= REP_LUT_MIN_K: 2-4% faster than v4 at 1024-4096 tokens on
- * DeepSeek-V3, while for 32-row tiles it was 11-14% slower (its 32 KB fill per CTA; bench moe on
- * the H200 at 5517e83, bench/results/gemm-h200-5517e83/; at c4a08b5, before the scale table, it
- * did not help at all; for 16-row tiles 9-13% slower, bench/results/gemm-h200-v6/); v6, the
- * v5 with the 16-row register kernel capped at 128 registers (launch_reg); v7, v6 with the
- * warpgroup-MMA kernel (moe_gemm_wg.cu) for 32-row tiles and taller where the device runs it
- * (use_wg); v8, v7 with the 16-row register kernel's codes decoded by a multiply (DQ_BITS)
- * instead of the pair table; v10, v8 with that kernel's A rows through shared memory where
- * K % 128 == 0 (AM_SMEM); v12, v10 with 32-row tiles on the register kernel where K % 128 == 0
- * (use_reg32: DeepSeek-V3 at 512 tokens 0.566 -> 0.448 ms); v13, the default, v12 with the
- * 16-row kernel in AM_SMEM_WORD's order too (3-5% faster than v10 at 8-256 tokens; stop 28,
- * bench/results/final-h200-afc547e/); v14, v13 with the 32-row kernel capped for 4 CTAs per SM
- * (it spills), for timing. bench moe at 00142a7 on the H200: v2 is 4-12% faster than
- * v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even elsewhere
- * (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
-/* K from which v5 uses the replicated pair table (64-row tiles): its 32 KB fill per CTA pays
- * off over long K loops only. bench moe on the H200, v5 with the table for every K (55d2c37)
- * against v4 (0e8fd9f), whole blocks (bench/results/final-h200-55d2c37/, final-h200-0e8fd9f/):
- * DeepSeek-V3 (FC1 K 7168, FC2 K 2048) 1-4% faster at 1024-4096 tokens, GPT-OSS-120B (K 2880)
- * 2-3% faster at 2048-4096, Qwen3-30B-A3B (K 2048 and 768) 9-26% slower at 512-4096. */
-#define REP_LUT_MIN_K 2560
-
-static int gemm_version(void) {
-    static int v = 0;
-    if (v == 0) {
-        const char *env = getenv("NVFP4_MOE_GEMM");
-        v = !env                      ? 13
-            : strcmp(env, "v1") == 0  ? 1
-            : strcmp(env, "v2") == 0  ? 2
-            : strcmp(env, "v3") == 0  ? 3
-            : strcmp(env, "v4") == 0  ? 4
-            : strcmp(env, "v5") == 0  ? 5
-            : strcmp(env, "v6") == 0  ? 6
-            : strcmp(env, "v7") == 0  ? 7
-            : strcmp(env, "v8") == 0  ? 8
-            : strcmp(env, "v10") == 0 ? 10
-            : strcmp(env, "v12") == 0 ? 12
-            : strcmp(env, "v14") == 0 ? 14
-                                      : 13;
-    }
-    return v;
-}
-
-/* Kernel v7: the warpgroup-MMA kernel (moe_gemm_wg.cu) for tiles of 32 rows and more where the
- * device runs it and K % 64 == 0; v6's kernels elsewhere, and its 16-row register kernel for
- * 16-row tiles, which is 9-12% faster there (bench moe on the H200, DeepSeek-V3 at 16-128
- * tokens; bench/results/wg-h200-v7/). */
-static int wg_takes(int64_t k) {
-    return gemm_version() >= 7 && k % 64 == 0 && nvf_cuda_moe_gemm_wg_ok();
-}
-
-/* CTAs per SM the 32-row register kernel's registers allow (ptxas -v at sm_90). */
-#ifndef REG32_MINB
-#define REG32_MINB 3
-#endif
-
-/* Kernel v12: 32-row tiles on the register kernel (two 16-row halves, A through shared memory
- * a weight word at a time, AM_SMEM_WORD) where K % 128 == 0, instead of the wgmma kernel. */
-static int use_reg32(int64_t k, int32_t tile_rows) {
-    return gemm_version() >= 12 && tile_rows == 32 && k % 128 == 0;
-}
-
-static int use_wg(int64_t k, int32_t tile_rows) {
-    return tile_rows >= 32 && wg_takes(k) && !use_reg32(k, tile_rows);
-}
-
-extern "C" int nvf_cuda_moe_gemm_step(int64_t k, int32_t tile_rows) {
-    int v = gemm_version();
-    return ((v == 2 || v >= 4) && tile_rows == 16 && k % 128 == 0) || use_reg32(k, tile_rows) ? 2
-                                                                                              : 1;
-}
-
-static int use_tiled(int64_t k, int32_t tile_rows) {
-    int v = gemm_version();
-    return !use_wg(k, tile_rows) && !use_reg32(k, tile_rows) && v != 1 && k % 32 == 0 &&
-           (v == 3 || tile_rows >= 32);
-}
-
-extern "C" int nvf_cuda_moe_gemm_tall(int64_t k) {
-    return wg_takes(k) ? 128 : use_tiled(k, 32) ? 64 : 16;
-}
-
-extern "C" int nvf_cuda_moe_gemm_cta_rows(int64_t k, int32_t tile_rows) {
-    return use_tiled(k, tile_rows) ? 256 : 128;
-}
-
-/* What bounds each kernel's residency (ptxas -v at sm_90): the shared-memory kernel's
- * __launch_bounds__(256, 2) and its stages; the 16-row register kernel's 128 registers from v6
- * (4 CTAs of 128 threads), 152 before (3); the 64-row register kernel's 210-255 (2); the wgmma
- * kernel's shared memory (stages and the 32 KB table: 3 CTAs for 32-row tiles, 2 beyond). */
-extern "C" int nvf_cuda_moe_gemm_ctas_per_sm(int64_t k, int32_t tile_rows) {
-    if (use_reg32(k, tile_rows))
-        return gemm_version() == 14 ? 4 : REG32_MINB;
-    if (use_wg(k, tile_rows))
-        return tile_rows >= 64 ? 2 : 3;
-    if (use_tiled(k, tile_rows))
-        return 2;
-    if (tile_rows == 16)
-        return gemm_version() >= 6 ? 4 : 3;
-    return 2;
-}
-
 template <int MT, int NT, int WM, int WN, int KB, bool PF, int DQ, int MINB = 0, int AM = AM_GLOBAL>
 static int launch(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                   const uint8_t *sf, int64_t n, int64_t k, int cps, const nvf_cuda_moe_plan *plan,
@@ -602,11 +491,11 @@ extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint1
                                  struct CUstream_st *stream) {
     if (plan->max_tiles <= 0)
         return 0;
-    int kb = nvf_cuda_moe_gemm_step(k, plan->tile_rows), v = gemm_version();
+    int kb = nvf_cuda_moe_gemm_step(k, plan->tile_rows), v = moe_gemm_version();
     if (kb == 2 && chunks_per_split % 2)
         return nvf_error_set(NVF_E_INVALID, "MoE GEMM: %d chunks per split with 128-value steps",
                              chunks_per_split);
-    if (use_wg(k, plan->tile_rows))
+    if (moe_gemm_use_wg(k, plan->tile_rows))
         return nvf_cuda_moe_gemm_wg(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split,
                                     plan, stream);
     /* register kernels: 16-row tiles: 4 warps side by side over 128 weight rows; 64-row tiles:
@@ -617,17 +506,13 @@ extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint1
                                                              n, k, chunks_per_split, plan, stream)
                    : launch<2, 8, 2, 2, 1, false, DQ_DECODE>(ws, ws_split_stride, a, gather, w, sf,
                                                              n, k, chunks_per_split, plan, stream);
-    if (use_tiled(k, plan->tile_rows))
+    if (moe_gemm_use_tiled(k, plan->tile_rows))
         return nvf_cuda_moe_gemm_tiled(ws, ws_split_stride, a, gather, w, sf, n, k,
                                        chunks_per_split, plan,
                                        v >= 5 && k >= REP_LUT_MIN_K ? 2 : v >= 4, stream);
-    if (use_reg32(k, plan->tile_rows))
-        return v == 14 ? launch<2, 4, 1, 4, 2, true, DQ_BITS, 4, AM_SMEM_WORD>(
-                             ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
-                             stream)
-                       : launch<2, 4, 1, 4, 2, true, DQ_BITS, REG32_MINB, AM_SMEM_WORD>(
-                             ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
-                             stream);
+    if (moe_gemm_use_reg32(k, plan->tile_rows))
+        return launch<2, 4, 1, 4, 2, true, DQ_BITS, REG32_CTAS, AM_SMEM_WORD>(
+            ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan, stream);
     if (plan->tile_rows == 16)
         return kb == 2 ? launch_reg<1, 4, 1, 4, 2>(v, ws, ws_split_stride, a, gather, w, sf, n, k,
                                                    chunks_per_split, plan, stream)
