@@ -85,7 +85,7 @@ __device__ __forceinline__ uint32_t bf16_his(uint32_t x, uint32_t y) {
  * the same order as with AM_SMEM. */
 enum { AM_GLOBAL, AM_SMEM, AM_SMEM_WORD };
 #define A_ROW_BYTES 272
-#define A_STAGES    2
+#define A_STAGES    2 /* the K loop alternates them (slot ^= 1) */
 __device__ __forceinline__ uint32_t a_chunk(int r, int t, int i) {
     return (uint32_t)(r * A_ROW_BYTES + (4 * t + (i ^ ((t >> 1) << 1))) * 16);
 }
