@@ -16,6 +16,8 @@
 #include <cuda_runtime.h>
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define FULL_MASK 0xFFFFFFFFu
 
@@ -75,6 +77,75 @@ __device__ void qdq_block(uint16_t *dst, const float *v, float gs, const nvf_qua
     store_bf16x16(dst, out);
 }
 
+/* ---- a block spread over a quad of lanes ------------------------------------------------ */
+
+/* The lanes of the calling lane's quad (lanes 4j .. 4j + 3 of its warp), and its place in it.
+ * The quad's lanes call together (their loops run the same trips: work items come in whole
+ * quads). */
+__device__ __forceinline__ unsigned quad_mask(void) {
+    return 0xFu << (threadIdx.x & 28u);
+}
+
+/* One 4over6 candidate's error (nvf_qb_error) of the quad's block, in every lane: each lane
+ * takes the terms of its 4 values, then the sum runs along the quad in the block's order
+ * (lane 0 adds its terms to 0, lane 1 adds its own to that sum, ...), the same additions in the
+ * same order as one thread's. */
+__device__ float quad_error(const float *v, float enc, float sff, const nvf_qb_consts *k) {
+    unsigned mask = quad_mask(), sub = threadIdx.x & 3u;
+    float t[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        t[j] = nvf_qb_error_term(v[j], enc, sff, k);
+    float err = 0.0f;
+#pragma unroll
+    for (unsigned s = 0; s < 4; s++) {
+        if (sub == s)
+            for (int j = 0; j < 4; j++)
+                err = nvf_qb_add(err, t[j]);
+        err = __shfl_sync(mask, err, (int)s, 4);
+    }
+    return err;
+}
+
+/* qdq_block of a block spread over a quad: lane j of the quad holds values 4j .. 4j + 3 (v)
+ * and gets their E2M1 x E4M3 values as 4 BF16 (out, as two words, low half first). The same
+ * bytes as one thread's qdq_block: the block maximum is the max of the lanes' (an integer max,
+ * exact), the errors are quad_error's, and every lane takes the same scale. With few blocks (1
+ * token: a few hundred) one thread per block left most lanes idle and each block's ~700
+ * dependent instructions set the time; a quad runs a quarter of them per lane. */
+__device__ void qdq_quad(uint32_t *out, const float *v, float gs, const nvf_quant_params q) {
+    nvf_qb_consts k = nvf_qb_consts_make(gs, q.method, q.error, q.domain);
+    unsigned mask = quad_mask();
+    uint32_t m = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        uint32_t b = nvf_qb_mag_bits(v[j]);
+        m = b > m ? b : m;
+    }
+#pragma unroll
+    for (int d = 1; d < 4; d *= 2) {
+        uint32_t o = __shfl_xor_sync(mask, m, d, 4);
+        m = o > m ? o : m;
+    }
+    float vmax = nvf_f32_from_bits(m);
+    uint8_t sf;
+    if (k.method != NVF_QUANT_METHOD_4OVER6) {
+        sf = nvf_qb_rtn_scale(vmax, &k);
+    } else {
+        nvf_qb_cands c = nvf_qb_4over6_cands(vmax, &k);
+        float err6 = quad_error(v, c.enc[0], c.sff[0], &k);
+        float err4 = quad_error(v, c.enc[1], c.sff[1], &k);
+        sf = nvf_qb_4over6_pick(&c, err6, err4);
+    }
+    float cm = nvf_qb_code_mult(sf, &k), s = nvf_e4m3_to_f32(sf);
+    uint16_t h[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        h[j] = nvf_f32_to_bf16_rn(nvf_e2m1_to_f32(nvf_qb_code(v[j], cm, &k)) * s);
+    out[0] = (uint32_t)h[0] | ((uint32_t)h[1] << 16);
+    out[1] = (uint32_t)h[2] | ((uint32_t)h[3] << 16);
+}
+
 /* W4A4 FC1 input: one thread per 16-value block of a permuted row: x of its token quantized
  * with the expert's global scale 1 / w13_input_scale[e]. */
 __global__ void gather_quant_kernel(uint16_t *xq, const uint16_t *x, const int32_t *perm,
@@ -94,6 +165,29 @@ __global__ void gather_quant_kernel(uint16_t *xq, const uint16_t *x, const int32
             v[j] = nvf_bf16_to_f32(src[j]);
         float gs = 1.0f / input_scale[expert_of(off, n_experts, p)];
         qdq_block(xq + (int64_t)p * hidden + c, v, gs, q);
+    }
+}
+
+/* gather_quant_kernel with a quad of lanes per block (qdq_quad): a thread per 4 values. */
+__global__ void gather_quant_quad_kernel(uint16_t *xq, const uint16_t *x, const int32_t *perm,
+                                         const int32_t *offsets, int64_t n_experts, int64_t top_k,
+                                         int64_t hidden, const float *input_scale,
+                                         nvf_quant_params q) {
+    extern __shared__ int32_t off[]; /* offsets_to_shared */
+    offsets_to_shared(off, offsets, n_experts);
+    int32_t rows = off[n_experts];
+    int64_t qpr = hidden / 4;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * qpr;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int32_t p = (int32_t)(i / qpr);
+        int64_t c = i % qpr * 4;
+        /* 8 bytes: hidden % 16 == 0 and x from cudaMalloc */
+        uint2 r = *(const uint2 *)(x + (int64_t)(perm[p] / top_k) * hidden + c);
+        float v[4] = {nvf_bf16_to_f32((uint16_t)r.x), nvf_bf16_to_f32((uint16_t)(r.x >> 16)),
+                      nvf_bf16_to_f32((uint16_t)r.y), nvf_bf16_to_f32((uint16_t)(r.y >> 16))};
+        uint32_t o[2];
+        qdq_quad(o, v, 1.0f / input_scale[expert_of(off, n_experts, p)], q);
+        *(uint2 *)(xq + (int64_t)p * hidden + c) = make_uint2(o[0], o[1]);
     }
 }
 
@@ -203,6 +297,30 @@ __global__ void fc1_epilogue_q_kernel(uint16_t *h, const float *ws, int64_t spli
     }
 }
 
+/* fc1_epilogue_q_kernel with a quad of lanes per block (qdq_quad): a thread per 4 FC1 outputs,
+ * as the W4A16 epilogue. */
+__global__ void fc1_epilogue_q_quad_kernel(uint16_t *h, const float *ws, int64_t split_stride,
+                                           int splits, const int32_t *offsets, int64_t n_experts,
+                                           int64_t inter, int gated, const float *alpha,
+                                           nvf_cuda_moe_act act, const float *fc2_input_scale,
+                                           nvf_quant_params q) {
+    extern __shared__ int32_t off[]; /* offsets_to_shared */
+    offsets_to_shared(off, offsets, n_experts);
+    int64_t rows = off[n_experts], n1 = gated ? 2 * inter : inter, quads = rows * inter / 4;
+    float gs = 1.0f / fc2_input_scale[0];
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < quads;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int32_t p = (int32_t)(i / (inter / 4));
+        int64_t c = i % (inter / 4) * 4;
+        float v[4];
+        fc1_act4(v, ws, split_stride, splits, p, c, n1, gated, alpha[expert_of(off, n_experts, p)],
+                 act);
+        uint32_t o[2];
+        qdq_quad(o, v, gs, q);
+        *(uint2 *)(h + (int64_t)p * inter + c) = make_uint2(o[0], o[1]);
+    }
+}
+
 /* V floats at p into d (V 4: one 16-byte load, p 16-byte aligned). */
 template <int V> __device__ __forceinline__ void load_f32v(float *d, const float *p) {
     if constexpr (V == 4) {
@@ -303,6 +421,22 @@ __global__ void finalize_kernel(float *y, const float *ws, int64_t split_stride,
     }
 }
 
+/* nvf_cuda_moe_qdq's kernel: block b of `in` through qdq_block (lanes 1) or qdq_quad (4). */
+__global__ void qdq_test_kernel(uint16_t *out, const float *in, int64_t n_blocks, float gs,
+                                nvf_quant_params q, int lanes) {
+    int64_t items = n_blocks * (lanes == 4 ? 4 : 1);
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < items;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        if (lanes == 4) {
+            uint32_t o[2];
+            qdq_quad(o, in + i * 4, gs, q);
+            *(uint2 *)(out + i * 4) = make_uint2(o[0], o[1]);
+        } else {
+            qdq_block(out + i * NVF_BLOCK, in + i * NVF_BLOCK, gs, q);
+        }
+    }
+}
+
 /* ---- launchers --------------------------------------------------------------------------- */
 
 /* The elementwise kernels' grids: 8 CTAs of 128 threads per SM, or fewer where the rows (at
@@ -310,13 +444,31 @@ __global__ void finalize_kernel(float *y, const float *ws, int64_t split_stride,
  * grid's CTAs without work took longer than the work itself, stop 28). */
 #define STEP_CTAS_PER_SM 8
 
+/* Whether W4A4's quantizing steps spread each block over a quad of lanes (qdq_quad) rather
+ * than one thread (qdq_block), for at most `blocks` blocks: where a quad per block still fits
+ * the grid of one pass (STEP_CTAS_PER_SM CTAs per SM), so that lanes would otherwise idle.
+ * NVFP4_MOE_QUANT_LANES=1 or 4 forces one (the same bytes either way; for tests and timing). */
+static int quant_quads(int64_t blocks, int sms) {
+    const char *env = getenv("NVFP4_MOE_QUANT_LANES");
+    if (env && strcmp(env, "1") == 0)
+        return 0;
+    if (env && strcmp(env, "4") == 0)
+        return 1;
+    return blocks * 4 <= (int64_t)sms * STEP_CTAS_PER_SM * 128;
+}
+
 int moe_gather_quant(uint16_t *xq, const uint16_t *x, const int32_t *perm, const int32_t *offsets,
                      int64_t n_experts, int64_t top_k, int64_t hidden, const float *input_scale,
                      nvf_quant_params q, int64_t slots, int sms, cudaStream_t st) {
     int rc = 0;
-    gather_quant_kernel<<<grid_for(slots * (hidden / NVF_BLOCK), sms * STEP_CTAS_PER_SM), 128,
-                          (size_t)(n_experts + 1) * 4, st>>>(xq, x, perm, offsets, n_experts, top_k,
-                                                             hidden, input_scale, q);
+    int64_t blocks = slots * (hidden / NVF_BLOCK);
+    size_t osmem = (size_t)(n_experts + 1) * 4; /* offsets_to_shared */
+    if (quant_quads(blocks, sms))
+        gather_quant_quad_kernel<<<grid_for(blocks * 4, sms * STEP_CTAS_PER_SM), 128, osmem, st>>>(
+            xq, x, perm, offsets, n_experts, top_k, hidden, input_scale, q);
+    else
+        gather_quant_kernel<<<grid_for(blocks, sms * STEP_CTAS_PER_SM), 128, osmem, st>>>(
+            xq, x, perm, offsets, n_experts, top_k, hidden, input_scale, q);
     NVF_CUDA_TRY(cudaGetLastError());
 done:
     return rc;
@@ -328,10 +480,15 @@ int moe_fc1_epilogue(uint16_t *h, const float *ws, int64_t split_stride, int spl
                      nvf_quant_params q, int64_t slots, int sms, cudaStream_t st) {
     int rc = 0;
     size_t osmem = (size_t)(n_experts + 1) * 4; /* offsets_to_shared */
-    if (fc2_input_scale)
-        fc1_epilogue_q_kernel<<<grid_for(slots * (inter / NVF_BLOCK), sms * STEP_CTAS_PER_SM), 128,
-                                osmem, st>>>(h, ws, split_stride, splits, offsets, n_experts, inter,
-                                             gated, alpha, *act, fc2_input_scale, q);
+    int64_t blocks = slots * (inter / NVF_BLOCK);
+    if (fc2_input_scale && quant_quads(blocks, sms))
+        fc1_epilogue_q_quad_kernel<<<grid_for(blocks * 4, sms * STEP_CTAS_PER_SM), 128, osmem,
+                                     st>>>(h, ws, split_stride, splits, offsets, n_experts, inter,
+                                           gated, alpha, *act, fc2_input_scale, q);
+    else if (fc2_input_scale)
+        fc1_epilogue_q_kernel<<<grid_for(blocks, sms * STEP_CTAS_PER_SM), 128, osmem, st>>>(
+            h, ws, split_stride, splits, offsets, n_experts, inter, gated, alpha, *act,
+            fc2_input_scale, q);
     else
         fc1_epilogue_kernel<<<grid_for(slots * (inter / 4), 2 * sms * STEP_CTAS_PER_SM), 128, osmem,
                               st>>>(h, ws, split_stride, splits, offsets, n_experts, inter, gated,
@@ -363,5 +520,25 @@ int moe_finalize(float *y, const float *ws, int64_t split_stride, int splits, co
             y, ws, split_stride, splits, row_of, ids, weights, top_k, hidden, expert0, alpha2);
     NVF_CUDA_TRY(cudaGetLastError());
 done:
+    return rc;
+}
+
+int nvf_cuda_moe_qdq(uint16_t *out, const float *in, int64_t n_blocks, float gs,
+                     const nvf_quant_params *q, int lanes) {
+    if (lanes != 1 && lanes != 4)
+        return nvf_error_set(NVF_E_INVALID, "nvf_cuda_moe_qdq: lanes %d (1 or 4)", lanes);
+    int rc = 0;
+    size_t n = (size_t)n_blocks * NVF_BLOCK;
+    float *din = NULL;
+    uint16_t *dout = NULL;
+    NVF_CUDA_TRY(cudaMalloc(&din, n * sizeof *din + 1));
+    NVF_CUDA_TRY(cudaMalloc(&dout, n * sizeof *dout + 1));
+    NVF_CUDA_TRY(cudaMemcpy(din, in, n * sizeof *din, cudaMemcpyHostToDevice));
+    qdq_test_kernel<<<grid_for(n_blocks * lanes, 1024), 128>>>(dout, din, n_blocks, gs, *q, lanes);
+    NVF_CUDA_TRY(cudaGetLastError());
+    NVF_CUDA_TRY(cudaMemcpy(out, dout, n * sizeof *dout, cudaMemcpyDeviceToHost));
+done:
+    cudaFree(din);
+    cudaFree(dout);
     return rc;
 }

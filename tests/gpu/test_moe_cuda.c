@@ -15,7 +15,9 @@
  * ranks (ep_check: slots routed to the other rank's experts contribute nothing, the two outputs add
  * up to the reference; with top-1 the other rank's rows are +0 exactly); H = 1040 (K not a multiple
  * of 64) and split K; the DeepSeek-V3 (7168, 2048) and GPT-OSS (2880, 2880) expert shapes; silu,
- * swiglu, situ, relu2 (non-gated); W4A16 and W4A4 (RTN and 4over6). Rel-L2 <= 1e-3 for W4A16 (both
+ * swiglu, situ, relu2 (non-gated); W4A16 and W4A4 (RTN and 4over6; W4A4 also with each
+ * quantized block on one thread and on a quad of lanes, NVFP4_MOE_QUANT_LANES 1 and 4, the
+ * bytes the same as the default's). Rel-L2 <= 1e-3 for W4A16 (both
  * sum in f32, in other orders) and <= 1e-2 for W4A4 (an order-dependent BF16 rounding of an FC1
  * output can move an FC2 input to the neighbouring E2M1 value); all outputs finite; two GPU runs
  * byte-identical. Seed fixed and printed. Exit 77 (skip) without a GPU.
@@ -394,6 +396,17 @@ static void run_case(const tcase *c) {
             }
         CHECK_MSG(memcmp(y1, y2, (size_t)(T * H) * sizeof *y1) == 0,
                   "%s: two runs differ in their bytes", c->name);
+        /* W4A4: a block quantized by one thread or by a quad of lanes (moe_steps.cu picks by
+         * the rows; NVFP4_MOE_QUANT_LANES forces one) gives the same bytes */
+        for (int lanes = 1; c->w4a4 && lanes <= 4; lanes += 3) {
+            setenv("NVFP4_MOE_QUANT_LANES", lanes == 1 ? "1" : "4", 1);
+            int rl = nvf_backend_moe(g_gpu, y2, xb, T, ids, wts, k, 0, &w, &act, &o.quant);
+            unsetenv("NVFP4_MOE_QUANT_LANES");
+            CHECK_MSG(rl == 0, "%s: gpu (%d lanes a block): %s", c->name, lanes, nvf_error_last());
+            CHECK_MSG(rl != 0 || memcmp(y1, y2, (size_t)(T * H) * sizeof *y1) == 0,
+                      "%s: %d lanes a block differ from the default in their bytes", c->name,
+                      lanes);
+        }
         if (c->ep)
             ep_check(c, &w, ref, xb, ids, wts, tol, &act, &o.quant);
     }

@@ -173,6 +173,16 @@ int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint16_t *a, int
                       int chunks_per_split, const nvf_cuda_moe_plan *plan,
                       struct CUstream_st *stream);
 
+/**
+ * For tests: the W4A4 block quantize-dequantize of the MoE steps (kernels/moe_steps.cu) on
+ * `n_blocks` blocks of 16 values `in` (host memory) with global scale `gs` and recipe `q`, each
+ * block computed by one thread (`lanes` 1) or spread over a quad of lanes (`lanes` 4); `out`
+ * (host memory) gets their E2M1 x E4M3 values as BF16. Runs on the current device.
+ * @return 0, NVF_E_INVALID (lanes), NVF_E_CUDA, NVF_E_NOMEM.
+ */
+int nvf_cuda_moe_qdq(uint16_t *out, const float *in, int64_t n_blocks, float gs,
+                     const nvf_quant_params *q, int lanes);
+
 /* Benchmark (kernels/moe_bench.cu). -------------------------------------------------------- */
 
 /** A synthetic layer to time. */

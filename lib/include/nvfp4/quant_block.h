@@ -20,7 +20,9 @@
  *
  * The kernels' fast path (kernels/quant_math.h) and the CPU's vectorized row path
  * (lib/quant/quant_rows.c) are built on these functions and return the same bytes; W4A4
- * activation quantization reuses nvf_qb_quantize as it is.
+ * activation quantization (kernels/moe_steps.cu) reuses nvf_qb_quantize as it is, or spreads a
+ * block over 4 lanes with its per-value pieces (nvf_qb_mag_bits, nvf_qb_error_term,
+ * nvf_qb_code) and per-block ones (nvf_qb_rtn_scale, nvf_qb_4over6_cands, nvf_qb_4over6_pick).
  */
 #ifndef NVFP4_QUANT_BLOCK_H
 #define NVFP4_QUANT_BLOCK_H
@@ -216,13 +218,19 @@ NVF_HOST_DEVICE static inline nvf_qb_consts nvf_qb_consts_make(float gs, nvf_qua
 
 /* Block scales ------------------------------------------------------------------------------ */
 
+/** The magnitude bits of x, 0 for a NaN: nvf_qb_vmax's order key (a block spread over lanes
+ * takes the integer max of its lanes' keys). */
+NVF_HOST_DEVICE static inline uint32_t nvf_qb_mag_bits(float x) {
+    uint32_t b = nvf_f32_bits(x) & 0x7FFFFFFFu;
+    return b > 0x7F800000u ? 0u : b;
+}
+
 /** Largest magnitude of the 16 values with NaN skipped (an integer max over the magnitude bits:
  * for non-NaN binary32 the order of the bits is the order of the magnitudes). */
 NVF_HOST_DEVICE static inline float nvf_qb_vmax(const float *x) {
     uint32_t m = 0;
     for (int i = 0; i < NVF_BLOCK; i++) {
-        uint32_t b = nvf_f32_bits(x[i]) & 0x7FFFFFFFu;
-        b = b > 0x7F800000u ? 0u : b;
+        uint32_t b = nvf_qb_mag_bits(x[i]);
         m = b > m ? b : m;
     }
     return nvf_f32_from_bits(m);
@@ -280,33 +288,71 @@ NVF_HOST_DEVICE static inline float nvf_qb_e2m1_round_mag(float a) {
 }
 
 /**
- * Error of one 4over6 candidate (encode multiplier `enc`, decoded scale `sff`), summed over
- * i = 0..15 in order from 0, each step rounded (SPEC section 4): q = ±e2m1(RN(x * enc)),
- * d = RN(RN(q * sff) - RN(x * gs)) in the scaled domain (q * sff is exact), or
- * d = RN(RN(RN(q * sff) * rcp_gs) - x) in the original one; the term is RN(d * d) or |d|.
+ * One value's term of the error of a 4over6 candidate (encode multiplier `enc`, decoded scale
+ * `sff`; SPEC section 4): q = ±e2m1(RN(x * enc)), d = RN(RN(q * sff) - RN(x * gs)) in the
+ * scaled domain (q * sff is exact), or d = RN(RN(RN(q * sff) * rcp_gs) - x) in the original
+ * one; the term is RN(d * d) or |d|.
  */
+NVF_HOST_DEVICE static inline float nvf_qb_error_term(float x, float enc, float sff,
+                                                      const nvf_qb_consts *k) {
+    float t = nvf_qb_mul(x, enc);
+    float mag = nvf_qb_e2m1_round_mag(fabsf(t));
+    float q = t < 0.0f ? -mag : mag;
+    float d;
+    if (k->domain == NVF_QUANT_DOMAIN_SCALED) {
+        float y = nvf_qb_mul(x, k->gs);
+        d = nvf_qb_sub(nvf_qb_mul(q, sff), y);
+    } else {
+        float c = nvf_qb_mul(nvf_qb_mul(q, sff), k->rcp_gs);
+        d = nvf_qb_sub(c, x);
+    }
+    return k->error == NVF_QUANT_ERROR_MSE ? nvf_qb_mul(d, d) : fabsf(d);
+}
+
+/** The candidate's error: the terms of i = 0..15 summed in order from 0, each sum rounded. */
 NVF_HOST_DEVICE static inline float nvf_qb_error(const float *x, float enc, float sff,
                                                  const nvf_qb_consts *k) {
     float err = 0.0f;
-    for (int i = 0; i < NVF_BLOCK; i++) {
-        float t = nvf_qb_mul(x[i], enc);
-        float mag = nvf_qb_e2m1_round_mag(fabsf(t));
-        float q = t < 0.0f ? -mag : mag;
-        float d;
-        if (k->domain == NVF_QUANT_DOMAIN_SCALED) {
-            float y = nvf_qb_mul(x[i], k->gs);
-            d = nvf_qb_sub(nvf_qb_mul(q, sff), y);
-        } else {
-            float c = nvf_qb_mul(nvf_qb_mul(q, sff), k->rcp_gs);
-            d = nvf_qb_sub(c, x[i]);
-        }
-        float term = k->error == NVF_QUANT_ERROR_MSE ? nvf_qb_mul(d, d) : fabsf(d);
-        err = nvf_qb_add(err, term);
-    }
+    for (int i = 0; i < NVF_BLOCK; i++)
+        err = nvf_qb_add(err, nvf_qb_error_term(x[i], enc, sff, k));
     return err;
 }
 
 /* One block ----------------------------------------------------------------------------------- */
+
+/** The scale byte of a block with maximum `vmax` for RTN and ModelOpt's RTN (which need
+ * nothing else of the block): e4m3(min(RN(vmax * rtn_mul), 448)), or nvf_qb_modelopt_scale. */
+NVF_HOST_DEVICE static inline uint8_t nvf_qb_rtn_scale(float vmax, const nvf_qb_consts *k) {
+    if (k->method == NVF_QUANT_METHOD_RTN_MODELOPT)
+        return nvf_qb_modelopt_scale(vmax, k->rtn_mul);
+    return nvf_qb_scale_encode(nvf_qb_mul(vmax, k->rtn_mul));
+}
+
+/** 4over6's two candidates of a block with maximum `vmax`: [0] maps it to 6, [1] to 4 (scale
+ * byte, decoded scale, encode multiplier). */
+typedef struct nvf_qb_cands {
+    uint8_t sf[2];
+    float sff[2], enc[2];
+} nvf_qb_cands;
+
+NVF_HOST_DEVICE static inline nvf_qb_cands nvf_qb_4over6_cands(float vmax, const nvf_qb_consts *k) {
+    nvf_qb_cands c;
+    float sf6h = nvf_qb_sf6h(vmax, k->gs);
+    c.sf[0] = nvf_qb_scale_encode(sf6h);
+    c.sf[1] = nvf_qb_scale_encode(nvf_qb_mul(sf6h, 1.5f));
+    for (int i = 0; i < 2; i++) {
+        c.sff[i] = nvf_qb_e4m3_to_f32(c.sf[i]);
+        c.enc[i] = nvf_qb_scale_enc(c.sff[i], k->rcp_gs);
+    }
+    return c;
+}
+
+/** 4over6's choice from the candidates' errors: the 4-candidate only if its error is strictly
+ * smaller (ties and NaN keep the 6-candidate). */
+NVF_HOST_DEVICE static inline uint8_t nvf_qb_4over6_pick(const nvf_qb_cands *c, float err6,
+                                                         float err4) {
+    return err4 < err6 ? c->sf[1] : c->sf[0];
+}
 
 /**
  * The E4M3 scale byte of a block. RTN: e4m3(min(RN(vmax * rtn_mul), 448)). 4over6: the block
@@ -315,17 +361,12 @@ NVF_HOST_DEVICE static inline float nvf_qb_error(const float *x, float enc, floa
  */
 NVF_HOST_DEVICE static inline uint8_t nvf_qb_block_scale(const float *x, const nvf_qb_consts *k) {
     float vmax = nvf_qb_vmax(x);
-    if (k->method == NVF_QUANT_METHOD_RTN)
-        return nvf_qb_scale_encode(nvf_qb_mul(vmax, k->rtn_mul));
-    if (k->method == NVF_QUANT_METHOD_RTN_MODELOPT)
-        return nvf_qb_modelopt_scale(vmax, k->rtn_mul);
-    float sf6h = nvf_qb_sf6h(vmax, k->gs);
-    float sf4h = nvf_qb_mul(sf6h, 1.5f);
-    uint8_t sf6 = nvf_qb_scale_encode(sf6h), sf4 = nvf_qb_scale_encode(sf4h);
-    float sff6 = nvf_qb_e4m3_to_f32(sf6), sff4 = nvf_qb_e4m3_to_f32(sf4);
-    float err6 = nvf_qb_error(x, nvf_qb_scale_enc(sff6, k->rcp_gs), sff6, k);
-    float err4 = nvf_qb_error(x, nvf_qb_scale_enc(sff4, k->rcp_gs), sff4, k);
-    return err4 < err6 ? sf4 : sf6;
+    if (k->method != NVF_QUANT_METHOD_4OVER6)
+        return nvf_qb_rtn_scale(vmax, k);
+    nvf_qb_cands c = nvf_qb_4over6_cands(vmax, k);
+    float err6 = nvf_qb_error(x, c.enc[0], c.sff[0], k);
+    float err4 = nvf_qb_error(x, c.enc[1], c.sff[1], k);
+    return nvf_qb_4over6_pick(&c, err6, err4);
 }
 
 /** The E2M1 codes of a block with encode multiplier `enc`, code i = e2m1(RN(x[i] * enc)) at
@@ -348,6 +389,22 @@ NVF_HOST_DEVICE static inline void nvf_qb_block_codes_div(uint32_t *w, const flo
     }
 }
 
+/** What a block of scale byte `sf` takes its codes with: the encode multiplier
+ * nvf_qb_scale_enc(f32(sf), rcp_gs); ModelOpt: the divisor RN(f32(sf) * sf2). */
+NVF_HOST_DEVICE static inline float nvf_qb_code_mult(uint8_t sf, const nvf_qb_consts *k) {
+    if (k->method == NVF_QUANT_METHOD_RTN_MODELOPT)
+        return nvf_qb_mul(nvf_qb_e4m3_to_f32(sf), k->gs);
+    return nvf_qb_scale_enc(nvf_qb_e4m3_to_f32(sf), k->rcp_gs);
+}
+
+/** The E2M1 code of one value of a block (as nvf_qb_block_codes or, for ModelOpt,
+ * nvf_qb_block_codes_div): e2m1(RN(x * m)) or e2m1(RN(x / m)), m from nvf_qb_code_mult. */
+NVF_HOST_DEVICE static inline uint32_t nvf_qb_code(float x, float m, const nvf_qb_consts *k) {
+    if (k->method == NVF_QUANT_METHOD_RTN_MODELOPT)
+        return nvf_e2m1_encode(nvf_qb_div(x, m));
+    return nvf_e2m1_encode(nvf_qb_mul(x, m));
+}
+
 /**
  * Quantize one block as two words (the packed bytes little-endian, for 8-byte stores) and
  * return its scale byte.
@@ -355,11 +412,11 @@ NVF_HOST_DEVICE static inline void nvf_qb_block_codes_div(uint32_t *w, const flo
 NVF_HOST_DEVICE static inline uint8_t nvf_qb_quantize_words(uint32_t *w, const float *x,
                                                             const nvf_qb_consts *k) {
     uint8_t sf = nvf_qb_block_scale(x, k);
-    if (k->method == NVF_QUANT_METHOD_RTN_MODELOPT) {
-        nvf_qb_block_codes_div(w, x, nvf_qb_mul(nvf_qb_e4m3_to_f32(sf), k->gs));
-        return sf;
-    }
-    nvf_qb_block_codes(w, x, nvf_qb_scale_enc(nvf_qb_e4m3_to_f32(sf), k->rcp_gs));
+    float m = nvf_qb_code_mult(sf, k);
+    if (k->method == NVF_QUANT_METHOD_RTN_MODELOPT)
+        nvf_qb_block_codes_div(w, x, m);
+    else
+        nvf_qb_block_codes(w, x, m);
     return sf;
 }
 
