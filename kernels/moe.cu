@@ -300,7 +300,7 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
         stage_mark(m, 1, stream);
         if (L->w13_input_scale) {
             if ((rc = moe_gather_quant(m->xq, x, m->perm, m->offsets, E, k, H, L->w13_input_scale,
-                                       qp, slots, m->sms, stream)))
+                                       qp, slots, local, m->sms, stream)))
                 goto done;
         }
         stage_mark(m, 2, stream);
@@ -310,7 +310,7 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
             goto done;
         stage_mark(m, 3, stream);
         if ((rc = moe_fc1_epilogue(m->h, m->ws, stride1, s1, m->offsets, E, I, L->gated,
-                                   L->w13_alpha, act, L->fc2_input_scale, qp, slots, m->sms,
+                                   L->w13_alpha, act, L->fc2_input_scale, qp, slots, local, m->sms,
                                    stream)))
             goto done;
         stage_mark(m, 4, stream);

@@ -445,25 +445,32 @@ __global__ void qdq_test_kernel(uint16_t *out, const float *in, int64_t n_blocks
 #define STEP_CTAS_PER_SM 8
 
 /* Whether W4A4's quantizing steps spread each block over a quad of lanes (qdq_quad) rather
- * than one thread (qdq_block), for at most `blocks` blocks: where a quad per block still fits
- * the grid of one pass (STEP_CTAS_PER_SM CTAs per SM), so that lanes would otherwise idle.
+ * than one thread (qdq_block), for `blocks` blocks expected: where the quads' threads make at
+ * most two waves of the SMs' resident threads (2048 each). A quad does more work per block (the
+ * shuffles, the per-block steps in every lane), which shows once the work fills the GPU. On the
+ * H200 (stop 29, bench/results/final-h200-9448aa5/ab-w4a4.txt), quads against one thread: Qwen3
+ * 1 token 0.0508 -> 0.0424 ms, GPT-OSS 0.0881 -> 0.0760, DeepSeek-V3 8 tokens 0.124 -> 0.112,
+ * still 2-5% faster at 64 tokens on every shape and on DeepSeek-V3 at 256 (115k expected gather
+ * blocks), 2% slower on Qwen3 at 256 (262k) and 1.5-12% slower from 1024 tokens.
  * NVFP4_MOE_QUANT_LANES=1 or 4 forces one (the same bytes either way; for tests and timing). */
+#define QUAD_THREADS_PER_SM 4096
 static int quant_quads(int64_t blocks, int sms) {
     const char *env = getenv("NVFP4_MOE_QUANT_LANES");
     if (env && strcmp(env, "1") == 0)
         return 0;
     if (env && strcmp(env, "4") == 0)
         return 1;
-    return blocks * 4 <= (int64_t)sms * STEP_CTAS_PER_SM * 128;
+    return blocks * 4 <= (int64_t)sms * QUAD_THREADS_PER_SM;
 }
 
 int moe_gather_quant(uint16_t *xq, const uint16_t *x, const int32_t *perm, const int32_t *offsets,
                      int64_t n_experts, int64_t top_k, int64_t hidden, const float *input_scale,
-                     nvf_quant_params q, int64_t slots, int sms, cudaStream_t st) {
+                     nvf_quant_params q, int64_t slots, int64_t rows_expect, int sms,
+                     cudaStream_t st) {
     int rc = 0;
     int64_t blocks = slots * (hidden / NVF_BLOCK);
     size_t osmem = (size_t)(n_experts + 1) * 4; /* offsets_to_shared */
-    if (quant_quads(blocks, sms))
+    if (quant_quads(rows_expect * (hidden / NVF_BLOCK), sms))
         gather_quant_quad_kernel<<<grid_for(blocks * 4, sms * STEP_CTAS_PER_SM), 128, osmem, st>>>(
             xq, x, perm, offsets, n_experts, top_k, hidden, input_scale, q);
     else
@@ -477,11 +484,12 @@ done:
 int moe_fc1_epilogue(uint16_t *h, const float *ws, int64_t split_stride, int splits,
                      const int32_t *offsets, int64_t n_experts, int64_t inter, int gated,
                      const float *alpha, const nvf_cuda_moe_act *act, const float *fc2_input_scale,
-                     nvf_quant_params q, int64_t slots, int sms, cudaStream_t st) {
+                     nvf_quant_params q, int64_t slots, int64_t rows_expect, int sms,
+                     cudaStream_t st) {
     int rc = 0;
     size_t osmem = (size_t)(n_experts + 1) * 4; /* offsets_to_shared */
     int64_t blocks = slots * (inter / NVF_BLOCK);
-    if (fc2_input_scale && quant_quads(blocks, sms))
+    if (fc2_input_scale && quant_quads(rows_expect * (inter / NVF_BLOCK), sms))
         fc1_epilogue_q_quad_kernel<<<grid_for(blocks * 4, sms * STEP_CTAS_PER_SM), 128, osmem,
                                      st>>>(h, ws, split_stride, splits, offsets, n_experts, inter,
                                            gated, alpha, *act, fc2_input_scale, q);

@@ -1,7 +1,8 @@
 /*
  * Steps 2, 4 and 6 of the MoE block (kernels/moe_steps.cu), queued on a stream by
  * kernels/moe.cu's run. Rows are the permuted rows of offsets[n_experts] (at most `slots`), the
- * grids sized by `slots` and the SM count `sms`. Each returns 0 or NVF_E_CUDA.
+ * grids sized by `slots` and the SM count `sms`; W4A4's quantizing steps choose how to spread a
+ * block over lanes by `rows_expect`, the rows expected. Each returns 0 or NVF_E_CUDA.
  */
 #ifndef NVFP4_KERNELS_MOE_STEPS_H
 #define NVFP4_KERNELS_MOE_STEPS_H
@@ -18,14 +19,16 @@
  * scale 1 / input_scale[expert of p], as its E2M1 x E4M3 values in BF16. */
 int moe_gather_quant(uint16_t *xq, const uint16_t *x, const int32_t *perm, const int32_t *offsets,
                      int64_t n_experts, int64_t top_k, int64_t hidden, const float *input_scale,
-                     nvf_quant_params q, int64_t slots, int sms, cudaStream_t st);
+                     nvf_quant_params q, int64_t slots, int64_t rows_expect, int sms,
+                     cudaStream_t st);
 
 /** FC1 epilogue: h [rows, inter] BF16 = act(alpha[e] x the `splits` partials of ws summed in
  * split order); with fc2_input_scale (W4A4) quantized with 1 / fc2_input_scale[0] and q. */
 int moe_fc1_epilogue(uint16_t *h, const float *ws, int64_t split_stride, int splits,
                      const int32_t *offsets, int64_t n_experts, int64_t inter, int gated,
                      const float *alpha, const nvf_cuda_moe_act *act, const float *fc2_input_scale,
-                     nvf_quant_params q, int64_t slots, int sms, cudaStream_t st);
+                     nvf_quant_params q, int64_t slots, int64_t rows_expect, int sms,
+                     cudaStream_t st);
 
 /** Finalize: y [t, hidden] = per token the sum over its local slots in selection order of
  * weight x (alpha2[id - expert0] x FC2 row), FC2 the partials summed in split order. */

@@ -33,6 +33,7 @@
 
 #define N_BLOCKS 6000
 
+#ifdef NVFP4_HAVE_CUDA
 /* A value from a mix of hard cases (the kinds listed at the top). */
 static float hard_value(int nonfinite) {
     static const float grid[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f,
@@ -120,7 +121,6 @@ static const char *method_name(const nvf_quant_params *q) {
                                                        : "4over6 mae original");
 }
 
-#ifdef NVFP4_HAVE_CUDA
 static int g_batches;
 
 /* One batch: the kernels with 1 and with 4 lanes against qdq_ref, bytes compared. */
