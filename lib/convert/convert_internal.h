@@ -218,9 +218,9 @@ int cv_plan_input_scales(cv_plan *p, const char *path);
 
 /* Shard writer: the safetensors header, then pieces of tensors in any order, into NAME.tmp. Two
  * threads share it: the writer (open, write_at, publish, then close or cancel) and a hasher
- * (finish), which reads the file back once from the page cache, following the written prefix as
- * the writer publishes it, for its SHA-256 and every tensor's CRC-32 from the same chunks, then
- * fsyncs, renames and fsyncs the directory. */
+ * (finish), which reads the file back from the page cache for its SHA-256 (following the
+ * written prefix as the writer publishes it) and every tensor's CRC-32 (on the core pool once
+ * closed), then fsyncs, renames and fsyncs the directory. */
 typedef struct cv_writer cv_writer;
 
 /** Start shard `shard` of `p` in `dir` (its NAME.tmp). @return 0 or a status; NULL on failure. */
@@ -240,9 +240,9 @@ int cv_writer_close(cv_writer *w, const cv_plan *p);
 /** The shard will not be completed: finish removes it. NULL is fine. */
 void cv_writer_cancel(cv_writer *w);
 /**
- * The hasher: SHA-256 of the file and its tensors' CRC-32s as the writer publishes it, then,
- * once closed, fsync, rename, directory fsync. Records size and SHA-256 in the shard and the CRCs
- * in its outputs of `p` (which only this call touches). Stops with NVF_E_INTERRUPTED when quit(ctx)
+ * The hasher: SHA-256 of the file as the writer publishes it, then, once closed, the tensors'
+ * CRC-32s, fsync, rename, directory fsync. Records size and SHA-256 in the shard and the CRCs in
+ * its outputs of `p` (which only this call touches). Stops with NVF_E_INTERRUPTED when quit(ctx)
  * is non-zero (quit may be NULL) or the shard is cancelled. Frees the writer; on failure the
  * temporary file is removed. May run on the writer thread after cv_writer_close().
  */

@@ -9,7 +9,7 @@
  *     writers in that order, whichever worker finishes first;
  *   - the writer threads (convert_writer.c; up to CV_HASHERS, NVFP4_CONVERT_WRITERS) each write
  *     their shards' jobs at their offsets, and the hasher threads finish the shards (SHA-256
- *     and CRC-32s following the writer, rename, journal);
+ *     following the writer, CRC-32s, rename, journal);
  *   - the SHA-256 of every source file for the manifest, computed beside them as a task of the
  *     core pool.
  * Source pages are released (MADV_DONTNEED) once consumed, so the resident set stays bounded by
@@ -347,6 +347,7 @@ int cv_pipeline_run(cv_run *r) {
     cv_prof_threads(CV_R_HASHER, CV_HASHERS);
     int pool = nvf_pool_size(nvf_pool_global());
     cv_prof_threads(CV_R_POOL, pool);
+    cv_prof_threads(CV_R_CRC, pool - 1 + CV_HASHERS);
     if (rc == NVF_OK)
         rc = start(hashers, CV_HASHERS, &n_hashers, cv_hasher_main, &pl, "shard hashing");
     if (rc == NVF_OK)

@@ -3,17 +3,18 @@
  * write pieces of tensors at offsets, in any order (into NAME.tmp); every byte of every
  * tensor is counted, so a shard with a byte missing or written twice fails when it is closed.
  * Two threads share a shard: the writer (open, write_at, publish after each job, close) and a
- * hasher (finish). The file is read back once (from the page cache), following the written
- * prefix (the tensors complete from the first on, published by the writer) while the writer
- * goes on: each chunk read feeds both the file's SHA-256 and the CRC-32 of the tensors it
- * covers, so when the shard is closed only its last bytes are left to hash. Then the safetensors
- * writer's fsync + rename + directory fsync, so a shard under its final name is always complete.
+ * hasher (finish). The file is read back once (from the page cache): the hasher's SHA-256 of
+ * the file follows the written prefix (the tensors complete from the first on, published by
+ * the writer) while the writer goes on, so only the last bytes are left when the shard is
+ * closed; then the tensors' CRC-32s on the core pool (runs of tensors side by side), and the
+ * safetensors writer's fsync + rename + directory fsync, so a shard under its final name is
+ * always complete.
  */
 #include "convert_internal.h"
 #include "convert_profile.h"
 
-#include "manifest/hash_file.h"
 #include "nvfp4/fileio.h"
+#include "nvfp4/pool.h"
 #include "nvfp4/status.h"
 
 #include <errno.h>
@@ -25,6 +26,9 @@
 
 /* Bytes read back per pread: a few MiB, large enough to amortize the call. */
 #define READ_CHUNK ((size_t)4 << 20)
+/* A CRC task covers consecutive tensors of at least this many bytes in all (fewer, larger tasks
+ * for shards of many small tensors). */
+#define CRC_TASK_MIN ((uint64_t)32 << 20)
 
 struct cv_writer {
     nvf_st_writer *st;
@@ -154,10 +158,12 @@ void cv_writer_cancel(cv_writer *w) {
 
 typedef struct hash_job {
     cv_writer *w;
+    cv_plan *p;
     int (*quit)(void *);
     void *ctx;
     uint64_t file_bytes;
-    nvf_hash_tensors crcs; /* the tensors' running CRC-32s, fed from the same chunks */
+    size_t n_groups;
+    size_t *group_first; /* n_groups + 1 bounds: CRC task g covers outputs [first[g], first[g+1]) */
     char sha[65];
 } hash_job;
 
@@ -189,19 +195,8 @@ static uint64_t wait_ready(hash_job *h, uint64_t at, int *rc) {
     return ready;
 }
 
-/* Bytes [at, at + k) of the file, in buf, into the CRC-32s of the tensors they overlap (the
- * header before the data area is not a tensor's). */
-static void feed_crcs(hash_job *h, const uint8_t *buf, uint64_t at, size_t k) {
-    nvf_hash_tensors *t = &h->crcs;
-    if (at + k <= t->data_start)
-        return;
-    uint64_t skip = at < t->data_start ? t->data_start - at : 0;
-    nvf_hash_tensors_feed(t, buf + skip, at + skip - t->data_start, k - (size_t)skip);
-}
-
-/* The whole file, from start to end, following the bytes the writer publishes: its SHA-256 and
- * the tensors' CRC-32s, each chunk read once for both. */
-static int hash_file(hash_job *h, uint8_t *buf) {
+/* SHA-256 of the whole file, from start to end, following the bytes the writer publishes. */
+static int hash_sha(hash_job *h, uint8_t *buf) {
     nvf_sha256 *sha = nvf_sha256_new();
     int rc = sha ? NVF_OK : nvf_error_code();
     uint64_t ready = 0;
@@ -220,10 +215,7 @@ static int hash_file(hash_job *h, uint8_t *buf) {
         t = cv_prof_add(CV_P_SHA_READ, t);
         if (rc == NVF_OK)
             rc = nvf_sha256_update(sha, buf, k);
-        t = cv_prof_add(CV_P_SHA, t);
-        if (rc == NVF_OK)
-            feed_crcs(h, buf, at, k);
-        cv_prof_add(CV_P_CRC, t);
+        cv_prof_add(CV_P_SHA, t);
         at += k;
     }
     if (rc == NVF_OK)
@@ -232,32 +224,72 @@ static int hash_file(hash_job *h, uint8_t *buf) {
     return rc;
 }
 
+/* CRC-32 of the outputs of group g, each from its own bytes in the file. */
+static int hash_crcs(hash_job *h, size_t g, uint8_t *buf) {
+    int rc = NVF_OK;
+    for (size_t i = h->group_first[g]; rc == NVF_OK && i < h->group_first[g + 1]; i++) {
+        cv_out *o = &h->p->outs[h->w->first_out + i];
+        uint64_t base = nvf_st_writer_tensor_offset(h->w->st, i);
+        uint32_t crc = 0;
+        for (uint64_t at = 0; rc == NVF_OK && at < o->bytes;) {
+            size_t k = o->bytes - at < READ_CHUNK ? (size_t)(o->bytes - at) : READ_CHUNK;
+            rc = quitting(h);
+            if (rc == NVF_OK)
+                rc = nvf_st_writer_read_at(h->w->st, base + at, buf, k);
+            if (rc == NVF_OK)
+                crc = nvf_crc32(crc, buf, k);
+            at += k;
+        }
+        o->crc32 = crc;
+    }
+    return rc;
+}
+
+/* CRC task g: the outputs of group g. */
+static int crc_task(void *ctx, size_t g) {
+    hash_job *h = ctx;
+    uint8_t *buf = malloc(READ_CHUNK);
+    if (!buf)
+        return nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", h->w->name);
+    uint64_t t = cv_prof_now();
+    int rc = hash_crcs(h, g, buf);
+    cv_prof_add(CV_P_CRC, t);
+    free(buf);
+    return rc;
+}
+
 int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx) {
     cv_shard *s = &p->shards[w->shard];
-    hash_job h = {.w = w, .quit = quit, .ctx = ctx};
+    hash_job h = {.w = w, .p = p, .quit = quit, .ctx = ctx};
     h.file_bytes = nvf_st_writer_file_size(w->st);
-    /* The tensors tile the data area in output order, which ends the file. */
-    size_t n = w->n_out ? w->n_out : 1;
-    uint64_t *begin = calloc(n, sizeof *begin);
-    uint64_t *end = calloc(n, sizeof *end);
-    uint32_t *crc = calloc(n, sizeof *crc);
+    /* The SHA-256 follows the writer; then, once closed, the CRCs side by side. */
     uint8_t *buf = malloc(READ_CHUNK);
-    int rc = NVF_OK;
-    if (!begin || !end || !crc || !buf) {
-        rc = nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", w->name);
-        goto done;
-    }
-    h.crcs = (nvf_hash_tensors){
-        h.file_bytes - nvf_st_writer_data_size(w->st), w->n_out, begin, end, crc, 0};
-    for (size_t i = 0; i < w->n_out; i++) {
-        begin[i] = nvf_st_writer_tensor_offset(w->st, i) - h.crcs.data_start;
-        end[i] = begin[i] + p->outs[w->first_out + i].bytes;
-    }
-    rc = hash_file(&h, buf);
+    int rc =
+        buf ? hash_sha(&h, buf) : nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", w->name);
+    free(buf);
     uint64_t t = cv_prof_now();
     if (rc == NVF_OK) /* every byte hashed: wait for the writer's close (or cancel) */
         (void)wait_ready(&h, h.file_bytes, &rc);
-    t = cv_prof_add(CV_P_WAIT_PUBLISHED, t);
+    cv_prof_add(CV_P_WAIT_PUBLISHED, t);
+    if (rc != NVF_OK)
+        goto done;
+    h.group_first = calloc(w->n_out + 1, sizeof *h.group_first);
+    if (!h.group_first) {
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", w->name);
+        goto done;
+    }
+    uint64_t acc = 0;
+    for (size_t i = 0; i < w->n_out; i++) {
+        if (acc == 0)
+            h.group_first[h.n_groups++] = i;
+        acc += p->outs[w->first_out + i].bytes;
+        if (acc >= CRC_TASK_MIN)
+            acc = 0;
+    }
+    h.group_first[h.n_groups] = w->n_out;
+    t = cv_prof_now();
+    rc = nvf_pool_run(nvf_pool_global(), h.n_groups, 0, crc_task, &h);
+    t = cv_prof_add(CV_P_CRC_WALL, t);
     if (rc == NVF_OK) {
         rc = nvf_st_writer_finish(w->st);
         w->st = NULL; /* finish frees it, whatever the outcome */
@@ -266,14 +298,9 @@ int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx) {
     if (rc == NVF_OK) {
         s->file_bytes = h.file_bytes;
         memcpy(s->sha256, h.sha, sizeof s->sha256);
-        for (size_t i = 0; i < w->n_out; i++)
-            p->outs[w->first_out + i].crc32 = crc[i];
     }
 done:
-    free(begin);
-    free(end);
-    free(crc);
-    free(buf);
+    free(h.group_first);
     /* The writer may still be writing a shard that fails here: it is freed only once the
      * writer has let go of it (closed or cancelled; a failing conversion cancels it). */
     pthread_mutex_lock(&w->mu);

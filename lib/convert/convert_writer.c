@@ -7,10 +7,9 @@
  *     beyond that), is published after every job and closed after its last. The writers write
  *     different files side by side (buffered writes to one file would be serialized by the
  *     kernel's inode lock);
- *   - the hasher threads read each shard back once from the page cache, following the
- *     published bytes: its SHA-256 and its tensors' CRC-32s from the same chunks; once it is
- *     closed, it is renamed into place and recorded in the journal (under a mutex), several
- *     side by side.
+ *   - the hasher threads read each shard back once from the page cache: its SHA-256 follows
+ *     the published bytes, its tensor CRC-32s run on the core pool once it is closed; then it
+ *     is renamed into place and recorded in the journal (under a mutex), several side by side.
  */
 #include "convert_pipeline.h"
 #include "convert_profile.h"
@@ -117,8 +116,8 @@ static int hand_to_hashers(cv_pipeline *pl, cv_writer *w, size_t si) {
 }
 
 /*
- * A hasher: takes a shard as a writer opens it and finishes it (its SHA-256 and CRC-32s
- * following the writer, then fsync, rename), then records it in the journal, which so only ever
+ * A hasher: takes a shard as a writer opens it and finishes it (its SHA-256 following the
+ * writer, then the CRC-32s, fsync, rename), then records it in the journal, which so only ever
  * lists shards complete under their final name. Once the conversion fails, shards are dropped.
  */
 void *cv_hasher_main(void *arg) {

@@ -21,9 +21,9 @@ import json, math, sys
 parts = {  # stage: (busy parts, waiting parts), as the README documents them
     'compute': (['backend_open', 'compute', 'release'], ['wait_memory', 'wait_handover']),
     'writer': (['write', 'copy', 'open', 'publish'], ['wait_job', 'wait_hasher']),
-    'hasher': (['sha_read', 'sha256', 'crc32', 'finalize', 'journal'],
-               ['wait_shard', 'wait_published']),
-    'source_hash': ([], []), 'finish': ([], []),
+    'hasher': (['sha_read', 'sha256', 'finalize', 'journal'],
+               ['wait_shard', 'wait_published', 'crc_wall']),
+    'crc': ([], []), 'source_hash': ([], []), 'finish': ([], []),
 }
 for path, workers in ((sys.argv[1], 2), (sys.argv[2], 1)):
     s = json.load(open(path))
@@ -60,7 +60,7 @@ for path, workers in ((sys.argv[1], 2), (sys.argv[2], 1)):
     assert 0 < p['writer']['busy_max'] <= p['writer']['busy'] + 1e-9, p['writer']
     assert p['writer']['write'] > 0 and p['writer']['open'] > 0, p['writer']
     assert p['hasher']['threads'] == 4 and p['hasher']['sha256'] > 0, p['hasher']
-    assert p['hasher']['crc32'] > 0 and p['source_hash']['busy'] > 0, p
+    assert p['crc']['busy'] > 0 and p['source_hash']['busy'] > 0, p
     assert 0 < p['source_hash']['end_seconds'] <= run, p['source_hash']
     assert 0 < p['writer']['end_seconds'] <= run, p['writer']
     assert p['finish']['busy'] > 0, p['finish']
