@@ -4,7 +4,8 @@
 # storage floor measured in the same run, then with the source in the page cache (GPU and
 # CPU-only input rates).
 #   tests/gpu/device-convert.sh [SIZE]   SIZE: small (default) or large (~20 GB)
-# large also converts with the output in tmpfs (the host pipeline's rate without the disk).
+# large also converts with the output in tmpfs (the host pipeline's rate without the disk), and
+# with NVFP4_TOOL_BASE (an earlier build's nvfp4tool) times that build beside this one there.
 # Writes $OUT/convert-e2e.json (large: also the stage profiles of the cached runs,
 # $OUT/convert-profile-{cuda,cpu}.{txt,json}, and of the tmpfs runs).
 set -uo pipefail
@@ -123,6 +124,27 @@ if [ "$mode" = large ]; then
     fi
     if [ -n "$shm" ]; then
         warm_runs "$shm" tmpfs "cached, output in tmpfs"
+        # 4b. With NVFP4_TOOL_BASE (an earlier build): this run on the GPU again, that build and
+        #     this one interleaved twice (base new base new), so that a host-pipeline change is
+        #     timed side by side on one host; profiles in $OUT/convert-profile-ab-WHICH-rN-cuda.txt.
+        for r in ${NVFP4_TOOL_BASE:+1 2}; do
+            for which in base new; do
+                exe=$tool
+                [ "$which" = base ] && exe=$NVFP4_TOOL_BASE
+                rm -rf "$shm"
+                cat "$big"/*.safetensors >/dev/null
+                t0=$(date +%s.%N)
+                NVFP4_CONVERT_PROFILE=1 "$exe" convert "$big" "$shm" "${devopt[@]}" --json --quiet \
+                    >/dev/null 2>"$OUT/convert-profile-ab-$which-r$r-cuda.txt" || rc=1
+                t1=$(date +%s.%N)
+                secs=$(calc "$t1 - $t0")
+                printf ' "tmpfs_ab_%s_r%s": {"convert_s": %.2f, "input_gbs": %.3f},\n' "$which" "$r" \
+                    "$secs" "$(calc "$src_bytes / $secs / 1e9")" >>"$res"
+                printf 'cached, output in tmpfs, %s build, round %s: convert %.1f s = %.2f GB/s of input\n' \
+                    "$which" "$r" "$secs" "$(calc "$src_bytes / $secs / 1e9")"
+            done
+        done
+        rm -rf "$shm"
         umount "$work/shm" 2>/dev/null || true
     else
         echo "tmpfs: no room for the output in memory; host-pipeline rate not measured"

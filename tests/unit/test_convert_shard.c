@@ -2,7 +2,8 @@
  * The shard writer of convert (lib/convert/convert_shard.c): tensors written as pieces at
  * offsets, in order, in reverse and shuffled, give the same file bytes as lib/io's in-order
  * writer, and the SHA-256 and CRC-32 the writer records are those that OpenSSL and zlib compute
- * here over the file and the tensors' bytes. A tensor not fully written fails the finish and
+ * here over the file and the tensors' bytes (also with the CRC-32s computed in batches while
+ * the writer goes on). A tensor not fully written fails the finish and
  * leaves no file; a byte written twice is refused.
  */
 #include "check.h"
@@ -57,6 +58,19 @@ static void make_plan(cv_plan *p, cv_out *outs, cv_shard *sh) {
     p->shards = sh;
 }
 
+/* Each output's CRC-32 is zlib's over its bytes. */
+static void check_crcs(const cv_out *outs) {
+    for (int i = 0; i < N_OUT; i++) {
+        uLong crc = crc32(0L, Z_NULL, 0);
+        for (int64_t off = 0; off < g_bytes[i]; off += 1 << 20) {
+            int64_t k = g_bytes[i] - off < (1 << 20) ? g_bytes[i] - off : (1 << 20);
+            crc = crc32(crc, g_data[i] + off, (uInt)k);
+        }
+        CHECK_MSG(outs[i].crc32 == (uint32_t)crc, "tensor %d: CRC-32 %08x, zlib %08x", i,
+                  outs[i].crc32, (uint32_t)crc);
+    }
+}
+
 typedef struct piece {
     size_t out;
     uint64_t off, len;
@@ -106,14 +120,7 @@ static char *write_pieces(const char *dir, const piece *ps, size_t n, size_t *le
     for (int i = 0; i < 32; i++)
         snprintf(hex + 2 * i, 3, "%02x", md[i]);
     CHECK(strcmp(hex, sh.sha256) == 0);
-    for (int i = 0; i < N_OUT; i++) {
-        uLong crc = crc32(0L, Z_NULL, 0);
-        for (int64_t off = 0; off < g_bytes[i]; off += 1 << 20) {
-            int64_t k = g_bytes[i] - off < (1 << 20) ? g_bytes[i] - off : (1 << 20);
-            crc = crc32(crc, g_data[i] + off, (uInt)k);
-        }
-        CHECK(outs[i].crc32 == (uint32_t)crc);
-    }
+    check_crcs(outs);
     char tmp[4210];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     CHECK(access(tmp, F_OK) != 0);
@@ -228,14 +235,18 @@ static void *writer_thread(void *arg) {
 }
 
 /* The hasher follows a writer on another thread: the same bytes and hashes as one thread; a
- * cancelled shard leaves no file. */
+ * cancelled shard leaves no file. With NVFP4_CONVERT_CRC_BATCH=1 the CRC task of tensor 0 (a
+ * group of its own) runs while the writer is still writing the others. */
 static void test_threads(const char *dir) {
     piece *ps = malloc(4096 * sizeof *ps);
     CHECK(ps != NULL);
     size_t n = cut(ps);
     size_t ref_len = 0, len = 0;
     char *ref = write_pieces(dir, ps, n, &ref_len);
-    for (int cancel = 0; cancel < 2; cancel++) {
+    for (int run = 0; run < 3; run++) {
+        int cancel = run == 1;
+        if (run == 2)
+            setenv("NVFP4_CONVERT_CRC_BATCH", "1", 1);
         cv_plan p;
         cv_out outs[N_OUT];
         cv_shard sh;
@@ -262,9 +273,11 @@ static void test_threads(const char *dir) {
         for (int i = 0; i < 32; i++)
             snprintf(hex + 2 * i, 3, "%02x", md[i]);
         CHECK(strcmp(hex, sh.sha256) == 0);
+        check_crcs(outs);
         CHECK(unlink(path) == 0);
         free(got);
     }
+    unsetenv("NVFP4_CONVERT_CRC_BATCH");
     free(ref);
     free(ps);
 }
