@@ -125,9 +125,9 @@ if [ "$mode" = large ]; then
     if [ -n "$shm" ]; then
         warm_runs "$shm" tmpfs "cached, output in tmpfs"
         # 4b. With NVFP4_TOOL_BASE (an earlier build): this run on the GPU again, that build and
-        #     this one interleaved twice (base new base new), so that a host-pipeline change is
+        #     this one interleaved NVFP4_TOOL_BASE_ROUNDS times (default 2: base new base new), so that a host-pipeline change is
         #     timed side by side on one host; profiles in $OUT/convert-profile-ab-WHICH-rN-cuda.txt.
-        for r in ${NVFP4_TOOL_BASE:+1 2}; do
+        for r in ${NVFP4_TOOL_BASE:+$(seq 1 "${NVFP4_TOOL_BASE_ROUNDS:-2}")}; do
             for which in base new; do
                 exe=$tool
                 [ "$which" = base ] && exe=$NVFP4_TOOL_BASE

@@ -13,7 +13,8 @@
 #   4. bench moe beside the baseline for the other shapes -> $OUT/moe-other.tgz (unless
 #      NVFP4_SKIP_OTHERS=1);
 #   5. the large conversion (device-convert.sh large; sweeps NVFP4_CONVERT_WRITER_SWEEP, default
-#      "1 4", and NVFP4_CONVERT_WRITEBACK_SWEEP) -> $OUT/cv.tgz (unless NVFP4_SKIP_CONVERT=1).
+#      "1 4", and NVFP4_CONVERT_WRITEBACK_SWEEP; NVFP4_CONVERT_TIMEOUT seconds, default 260) -> $OUT/cv.tgz
+#      (unless NVFP4_SKIP_CONVERT=1).
 # Everything printed goes to $OUT/log.txt too.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -93,7 +94,7 @@ if [ -z "${NVFP4_SKIP_CONVERT:-}" ]; then # NVFP4_SKIP_CONVERT=1: not the conver
     phase convert
     mkdir -p "$w/cv"
     NVFP4_CONVERT_WRITER_SWEEP=${NVFP4_CONVERT_WRITER_SWEEP-1 4} NVFP4_TOOL=$BIN OUT=$w/cv \
-        timeout 260 bash tests/gpu/device-convert.sh large >"$w/cv/convert.txt" 2>&1
+        timeout "${NVFP4_CONVERT_TIMEOUT:-260}" bash tests/gpu/device-convert.sh large >"$w/cv/convert.txt" 2>&1
     echo "convert rc=$?"
     grep -E "identical|DIFFER|cold|cached|floor|writers" "$w/cv/convert.txt" | head -20
     head -4 "$w/cv/convert-profile-cuda.txt" 2>/dev/null
