@@ -146,48 +146,50 @@ __device__ void qdq_quad(uint32_t *out, const float *v, float gs, const nvf_quan
     out[1] = (uint32_t)h[2] | ((uint32_t)h[3] << 16);
 }
 
-/* W4A4 FC1 input: one thread per 16-value block of a permuted row: x of its token quantized
- * with the expert's global scale 1 / w13_input_scale[e]. */
+/* The W values at v (W = NVF_BLOCK: one thread's block; W = 4: a quad's lane) quantized with
+ * global scale gs and stored as their E2M1 x E4M3 values in BF16 at dst (qdq_block or
+ * qdq_quad). */
+template <int W>
+__device__ __forceinline__ void qdq_store(uint16_t *dst, const float *v, float gs,
+                                          const nvf_quant_params q) {
+    if constexpr (W == NVF_BLOCK) {
+        qdq_block(dst, v, gs, q);
+    } else {
+        static_assert(W == 4, "a block on one thread or on a quad");
+        uint32_t o[2];
+        qdq_quad(o, v, gs, q);
+        *(uint2 *)dst = make_uint2(o[0], o[1]); /* 8 bytes: rows of a multiple of 16 values */
+    }
+}
+
+/* W4A4 FC1 input: x of each permuted row's token quantized with the expert's global scale
+ * 1 / w13_input_scale[e], W values a thread (qdq_store). */
+template <int W>
 __global__ void gather_quant_kernel(uint16_t *xq, const uint16_t *x, const int32_t *perm,
                                     const int32_t *offsets, int64_t n_experts, int64_t top_k,
                                     int64_t hidden, const float *input_scale, nvf_quant_params q) {
     extern __shared__ int32_t off[]; /* offsets_to_shared */
     offsets_to_shared(off, offsets, n_experts);
     int32_t rows = off[n_experts];
-    int64_t bpr = hidden / NVF_BLOCK;
-    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < rows * bpr;
-         b += (int64_t)gridDim.x * blockDim.x) {
-        int32_t p = (int32_t)(b / bpr);
-        int64_t c = (b % bpr) * NVF_BLOCK;
-        const uint16_t *src = x + (int64_t)(perm[p] / top_k) * hidden + c;
-        float v[NVF_BLOCK];
-        for (int j = 0; j < NVF_BLOCK; j++)
-            v[j] = nvf_bf16_to_f32(src[j]);
-        float gs = 1.0f / input_scale[expert_of(off, n_experts, p)];
-        qdq_block(xq + (int64_t)p * hidden + c, v, gs, q);
-    }
-}
-
-/* gather_quant_kernel with a quad of lanes per block (qdq_quad): a thread per 4 values. */
-__global__ void gather_quant_quad_kernel(uint16_t *xq, const uint16_t *x, const int32_t *perm,
-                                         const int32_t *offsets, int64_t n_experts, int64_t top_k,
-                                         int64_t hidden, const float *input_scale,
-                                         nvf_quant_params q) {
-    extern __shared__ int32_t off[]; /* offsets_to_shared */
-    offsets_to_shared(off, offsets, n_experts);
-    int32_t rows = off[n_experts];
-    int64_t qpr = hidden / 4;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * qpr;
+    int64_t per_row = hidden / W;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * per_row;
          i += (int64_t)gridDim.x * blockDim.x) {
-        int32_t p = (int32_t)(i / qpr);
-        int64_t c = i % qpr * 4;
-        /* 8 bytes: hidden % 16 == 0 and x from cudaMalloc */
-        uint2 r = *(const uint2 *)(x + (int64_t)(perm[p] / top_k) * hidden + c);
-        float v[4] = {nvf_bf16_to_f32((uint16_t)r.x), nvf_bf16_to_f32((uint16_t)(r.x >> 16)),
-                      nvf_bf16_to_f32((uint16_t)r.y), nvf_bf16_to_f32((uint16_t)(r.y >> 16))};
-        uint32_t o[2];
-        qdq_quad(o, v, 1.0f / input_scale[expert_of(off, n_experts, p)], q);
-        *(uint2 *)(xq + (int64_t)p * hidden + c) = make_uint2(o[0], o[1]);
+        int32_t p = (int32_t)(i / per_row);
+        int64_t c = i % per_row * W;
+        const uint16_t *src = x + (int64_t)(perm[p] / top_k) * hidden + c;
+        float v[W];
+        if constexpr (W == 4) { /* 8 bytes: hidden % 16 == 0 and x from cudaMalloc */
+            uint2 r = *(const uint2 *)src;
+            v[0] = nvf_bf16_to_f32((uint16_t)r.x);
+            v[1] = nvf_bf16_to_f32((uint16_t)(r.x >> 16));
+            v[2] = nvf_bf16_to_f32((uint16_t)r.y);
+            v[3] = nvf_bf16_to_f32((uint16_t)(r.y >> 16));
+        } else {
+            for (int j = 0; j < W; j++)
+                v[j] = nvf_bf16_to_f32(src[j]);
+        }
+        qdq_store<W>(xq + (int64_t)p * hidden + c, v,
+                     1.0f / input_scale[expert_of(off, n_experts, p)], q);
     }
 }
 
@@ -270,13 +272,14 @@ __global__ void fc1_epilogue_kernel(uint16_t *h, const float *ws, int64_t split_
     }
 }
 
-/* FC1 epilogue, W4A4: a thread per 16-value block of a permuted row (its quantization with
- * 1 / fc2_input_scale needs the whole block). Before, a quad of lanes per block each quantized
- * the whole block gathered by shuffles: 4x the work per block. On the H200, Qwen3-30B-A3B at
- * 4096 tokens, W4A4 went from 1.37x to 1.22x W4A16's time (its epilogue took 0.36 ms against
- * W4A16's 0.13); with few blocks there are 4x fewer threads, and DeepSeek-V3 W4A4 at 8-128
- * tokens took 7-12 us more (bench/results/final-h200-dbf750d/ against final-h200-5e84245/, two
- * calls). */
+/* FC1 epilogue, W4A4: the W4A16 epilogue's values quantized with 1 / fc2_input_scale, W values
+ * a thread (qdq_store: a block on one thread, or on a quad of lanes, which do 4 values each as
+ * the W4A16 epilogue does). One thread per block replaced, earlier, a quad each of whose
+ * lanes quantized the whole block gathered by shuffles (4x the work: on the H200, Qwen3-30B-A3B
+ * at 4096 tokens, W4A4 went from 1.37x to 1.22x W4A16's time; bench/results/final-h200-dbf750d/
+ * against final-h200-5e84245/); since stop 29 a quad splits the block's work instead, taken
+ * where few blocks are expected (quant_quads). */
+template <int W>
 __global__ void fc1_epilogue_q_kernel(uint16_t *h, const float *ws, int64_t split_stride,
                                       int splits, const int32_t *offsets, int64_t n_experts,
                                       int64_t inter, int gated, const float *alpha,
@@ -284,40 +287,16 @@ __global__ void fc1_epilogue_q_kernel(uint16_t *h, const float *ws, int64_t spli
                                       nvf_quant_params q) {
     extern __shared__ int32_t off[]; /* offsets_to_shared */
     offsets_to_shared(off, offsets, n_experts);
-    int64_t rows = off[n_experts], n1 = gated ? 2 * inter : inter, bpr = inter / NVF_BLOCK;
-    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < rows * bpr;
-         b += (int64_t)gridDim.x * blockDim.x) {
-        int32_t p = (int32_t)(b / bpr);
-        int64_t c = b % bpr * NVF_BLOCK;
-        float al = alpha[expert_of(off, n_experts, p)], v[NVF_BLOCK];
-#pragma unroll
-        for (int j = 0; j < NVF_BLOCK; j += 4)
-            fc1_act4(v + j, ws, split_stride, splits, p, c + j, n1, gated, al, act);
-        qdq_block(h + (int64_t)p * inter + c, v, 1.0f / fc2_input_scale[0], q);
-    }
-}
-
-/* fc1_epilogue_q_kernel with a quad of lanes per block (qdq_quad): a thread per 4 FC1 outputs,
- * as the W4A16 epilogue. */
-__global__ void fc1_epilogue_q_quad_kernel(uint16_t *h, const float *ws, int64_t split_stride,
-                                           int splits, const int32_t *offsets, int64_t n_experts,
-                                           int64_t inter, int gated, const float *alpha,
-                                           nvf_cuda_moe_act act, const float *fc2_input_scale,
-                                           nvf_quant_params q) {
-    extern __shared__ int32_t off[]; /* offsets_to_shared */
-    offsets_to_shared(off, offsets, n_experts);
-    int64_t rows = off[n_experts], n1 = gated ? 2 * inter : inter, quads = rows * inter / 4;
-    float gs = 1.0f / fc2_input_scale[0];
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < quads;
+    int64_t rows = off[n_experts], n1 = gated ? 2 * inter : inter, per_row = inter / W;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * per_row;
          i += (int64_t)gridDim.x * blockDim.x) {
-        int32_t p = (int32_t)(i / (inter / 4));
-        int64_t c = i % (inter / 4) * 4;
-        float v[4];
-        fc1_act4(v, ws, split_stride, splits, p, c, n1, gated, alpha[expert_of(off, n_experts, p)],
-                 act);
-        uint32_t o[2];
-        qdq_quad(o, v, gs, q);
-        *(uint2 *)(h + (int64_t)p * inter + c) = make_uint2(o[0], o[1]);
+        int32_t p = (int32_t)(i / per_row);
+        int64_t c = i % per_row * W;
+        float al = alpha[expert_of(off, n_experts, p)], v[W];
+#pragma unroll
+        for (int j = 0; j < W; j += 4)
+            fc1_act4(v + j, ws, split_stride, splits, p, c + j, n1, gated, al, act);
+        qdq_store<W>(h + (int64_t)p * inter + c, v, 1.0f / fc2_input_scale[0], q);
     }
 }
 
@@ -427,13 +406,10 @@ __global__ void qdq_test_kernel(uint16_t *out, const float *in, int64_t n_blocks
     int64_t items = n_blocks * (lanes == 4 ? 4 : 1);
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < items;
          i += (int64_t)gridDim.x * blockDim.x) {
-        if (lanes == 4) {
-            uint32_t o[2];
-            qdq_quad(o, in + i * 4, gs, q);
-            *(uint2 *)(out + i * 4) = make_uint2(o[0], o[1]);
-        } else {
-            qdq_block(out + i * NVF_BLOCK, in + i * NVF_BLOCK, gs, q);
-        }
+        if (lanes == 4)
+            qdq_store<4>(out + i * 4, in + i * 4, gs, q);
+        else
+            qdq_store<NVF_BLOCK>(out + i * NVF_BLOCK, in + i * NVF_BLOCK, gs, q);
     }
 }
 
@@ -471,11 +447,12 @@ int moe_gather_quant(uint16_t *xq, const uint16_t *x, const int32_t *perm, const
     int64_t blocks = slots * (hidden / NVF_BLOCK);
     size_t osmem = (size_t)(n_experts + 1) * 4; /* offsets_to_shared */
     if (quant_quads(rows_expect * (hidden / NVF_BLOCK), sms))
-        gather_quant_quad_kernel<<<grid_for(blocks * 4, sms * STEP_CTAS_PER_SM), 128, osmem, st>>>(
+        gather_quant_kernel<4><<<grid_for(blocks * 4, sms * STEP_CTAS_PER_SM), 128, osmem, st>>>(
             xq, x, perm, offsets, n_experts, top_k, hidden, input_scale, q);
     else
-        gather_quant_kernel<<<grid_for(blocks, sms * STEP_CTAS_PER_SM), 128, osmem, st>>>(
-            xq, x, perm, offsets, n_experts, top_k, hidden, input_scale, q);
+        gather_quant_kernel<NVF_BLOCK>
+            <<<grid_for(blocks, sms * STEP_CTAS_PER_SM), 128, osmem, st>>>(
+                xq, x, perm, offsets, n_experts, top_k, hidden, input_scale, q);
     NVF_CUDA_TRY(cudaGetLastError());
 done:
     return rc;
@@ -490,13 +467,14 @@ int moe_fc1_epilogue(uint16_t *h, const float *ws, int64_t split_stride, int spl
     size_t osmem = (size_t)(n_experts + 1) * 4; /* offsets_to_shared */
     int64_t blocks = slots * (inter / NVF_BLOCK);
     if (fc2_input_scale && quant_quads(rows_expect * (inter / NVF_BLOCK), sms))
-        fc1_epilogue_q_quad_kernel<<<grid_for(blocks * 4, sms * STEP_CTAS_PER_SM), 128, osmem,
-                                     st>>>(h, ws, split_stride, splits, offsets, n_experts, inter,
-                                           gated, alpha, *act, fc2_input_scale, q);
-    else if (fc2_input_scale)
-        fc1_epilogue_q_kernel<<<grid_for(blocks, sms * STEP_CTAS_PER_SM), 128, osmem, st>>>(
+        fc1_epilogue_q_kernel<4><<<grid_for(blocks * 4, sms * STEP_CTAS_PER_SM), 128, osmem, st>>>(
             h, ws, split_stride, splits, offsets, n_experts, inter, gated, alpha, *act,
             fc2_input_scale, q);
+    else if (fc2_input_scale)
+        fc1_epilogue_q_kernel<NVF_BLOCK>
+            <<<grid_for(blocks, sms * STEP_CTAS_PER_SM), 128, osmem, st>>>(
+                h, ws, split_stride, splits, offsets, n_experts, inter, gated, alpha, *act,
+                fc2_input_scale, q);
     else
         fc1_epilogue_kernel<<<grid_for(slots * (inter / 4), 2 * sms * STEP_CTAS_PER_SM), 128, osmem,
                               st>>>(h, ws, split_stride, splits, offsets, n_experts, inter, gated,

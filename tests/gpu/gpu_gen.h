@@ -1,7 +1,7 @@
 /*
  * Test data for the GPU tests (tests/gpu): one xorshift64 generator, seeded per test with
- * GPU_GEN_SEED (defined before this header), its 32-bit draws, near-normal floats, and stores of
- * a float as a source dtype. Only tests include it.
+ * GPU_GEN_SEED (defined before this header), its 32-bit draws, near-normal floats, hard values
+ * for the block quantizer, and stores of a float as a source dtype. Only tests include it.
  */
 #ifndef NVFP4_TESTS_GPU_GEN_H
 #define NVFP4_TESTS_GPU_GEN_H
@@ -9,6 +9,7 @@
 #include "nvfp4/dtype.h"
 #include "nvfp4/format.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -46,6 +47,44 @@ static inline float gauss(void) {
     for (int k = 0; k < 4; k++)
         a += (float)(rnd32() >> 8) / 16777216.0f;
     return (a - 2.0f) * 1.7320508f;
+}
+
+/* A value from a mix of hard cases: E2M1 grid points and ties scaled by powers of two,
+ * subnormals, zeros of both signs, huge and tiny values, infinities and NaN. */
+static inline float hard_value(int nonfinite) {
+    static const float grid[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f,
+                                 2.0f, 2.5f,  3.0f, 3.5f,  4.0f, 5.0f,  6.0f, 7.0f};
+    float v;
+    switch (rnd32() % (nonfinite ? 9 : 7)) {
+    case 0:
+        v = grid[rnd32() % 16] * ldexpf(1.0f, (int)(rnd32() % 20) - 10);
+        break;
+    case 1:
+        v = nvf_f32_from_bits(rnd32() % 0x00800000u); /* subnormal */
+        break;
+    case 2:
+        v = (rnd32() & 1) ? 1e30f : 1e-30f;
+        break;
+    case 3:
+        v = 0.0f;
+        break;
+    case 4:
+        v = nvf_bf16_to_f32((uint16_t)(rnd32() & 0x7F7F)); /* any finite BF16 magnitude */
+        break;
+    case 5:
+        v = (float)((int)(rnd32() % 2001) - 1000) / 100.0f;
+        break;
+    case 6:
+        v = nvf_f32_from_bits(rnd32() & 0x7F7FFFFFu);
+        break;
+    case 7:
+        v = INFINITY;
+        break;
+    default:
+        v = NAN;
+        break;
+    }
+    return (rnd32() & 1) ? -v : v;
 }
 
 /* Store f as dtype d at element i of buffer p: F32, BF16 (nearest even), F16 (truncating: any

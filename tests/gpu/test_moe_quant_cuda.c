@@ -34,43 +34,6 @@
 #define N_BLOCKS 6000
 
 #ifdef NVFP4_HAVE_CUDA
-/* A value from a mix of hard cases (the kinds listed at the top). */
-static float hard_value(int nonfinite) {
-    static const float grid[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f,
-                                 2.0f, 2.5f,  3.0f, 3.5f,  4.0f, 5.0f,  6.0f, 7.0f};
-    float v;
-    switch (rnd32() % (nonfinite ? 9 : 7)) {
-    case 0:
-        v = grid[rnd32() % 16] * ldexpf(1.0f, (int)(rnd32() % 20) - 10);
-        break;
-    case 1:
-        v = nvf_f32_from_bits(rnd32() % 0x00800000u); /* subnormal */
-        break;
-    case 2:
-        v = (rnd32() & 1) ? 1e30f : 1e-30f;
-        break;
-    case 3:
-        v = 0.0f;
-        break;
-    case 4:
-        v = nvf_bf16_to_f32((uint16_t)(rnd32() & 0x7F7F)); /* any finite BF16 magnitude */
-        break;
-    case 5:
-        v = (float)((int)(rnd32() % 2001) - 1000) / 100.0f;
-        break;
-    case 6:
-        v = nvf_f32_from_bits(rnd32() & 0x7F7FFFFFu);
-        break;
-    case 7:
-        v = INFINITY;
-        break;
-    default:
-        v = NAN;
-        break;
-    }
-    return (rnd32() & 1) ? -v : v;
-}
-
 /* Block b of the batch (16 values at x). */
 static void make_block(float *x, int b) {
     int kind = b % 8;

@@ -8,58 +8,14 @@
  */
 #include "check.h"
 
+#define GPU_GEN_SEED 0x9E3779B97F4A7C15ull
+#include "gpu_gen.h"
+
 #include "../../kernels/quant_math.h"
 #include "nvfp4/quant.h"
 #include "nvfp4/quant_block.h"
 
 #include <stdlib.h>
-
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-
-static uint32_t rnd32(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 16);
-}
-
-/* A value from a mix of hard cases: E2M1 grid points and ties scaled by powers of two,
- * subnormals, zeros of both signs, huge and tiny values, infinities and NaN. */
-static float hard_value(int nonfinite) {
-    static const float grid[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f,
-                                 2.0f, 2.5f,  3.0f, 3.5f,  4.0f, 5.0f,  6.0f, 7.0f};
-    float v;
-    switch (rnd32() % (nonfinite ? 9 : 7)) {
-    case 0:
-        v = grid[rnd32() % 16] * ldexpf(1.0f, (int)(rnd32() % 20) - 10);
-        break;
-    case 1:
-        v = nvf_f32_from_bits(rnd32() % 0x00800000u); /* subnormal */
-        break;
-    case 2:
-        v = (rnd32() & 1) ? 1e30f : 1e-30f;
-        break;
-    case 3:
-        v = 0.0f;
-        break;
-    case 4:
-        v = nvf_bf16_to_f32((uint16_t)(rnd32() & 0x7F7F)); /* any finite BF16 magnitude */
-        break;
-    case 5:
-        v = (float)((int)(rnd32() % 2001) - 1000) / 100.0f;
-        break;
-    case 6:
-        v = nvf_f32_from_bits(rnd32() & 0x7F7FFFFFu);
-        break;
-    case 7:
-        v = INFINITY;
-        break;
-    default:
-        v = NAN;
-        break;
-    }
-    return (rnd32() & 1) ? -v : v;
-}
 
 static float pick_gs(const float *x) {
     switch (rnd32() % 6) {
