@@ -6,11 +6,9 @@
  * hasher (finish). The file is read back once (from the page cache): the hasher's SHA-256 of
  * the file follows the written prefix (the tensors complete from the first on, published by
  * the writer) while the writer goes on, so only the last bytes are left when the shard is
- * closed. The tensors' CRC-32s run on the core pool (runs of tensors side by side), in batches
- * as the hashed prefix completes them, the last ones once the shard is closed; then the
+ * closed; then the tensors' CRC-32s on the core pool (runs of tensors side by side), and the
  * safetensors writer's fsync + rename + directory fsync, so a shard under its final name is
- * always complete. (Computing the CRC-32s in the hasher's own pass instead, from the same
- * chunks, was slower on the H200 host: one thread per shard for zlib's crc32.)
+ * always complete.
  */
 #include "convert_internal.h"
 #include "convert_profile.h"
@@ -31,16 +29,6 @@
 /* A CRC task covers consecutive tensors of at least this many bytes in all (fewer, larger tasks
  * for shards of many small tensors). */
 #define CRC_TASK_MIN ((uint64_t)32 << 20)
-/* While the SHA-256 follows the writer, the CRC tasks run once this many groups are complete
- * (at least 256 MiB: each batch is a round of the core pool, the hasher waiting for it);
- * NVFP4_CONVERT_CRC_BATCH=N sets N (for tests). */
-#define CRC_BATCH 8
-
-static size_t crc_batch(void) {
-    const char *env = getenv("NVFP4_CONVERT_CRC_BATCH");
-    long v = env ? strtol(env, NULL, 10) : 0;
-    return v > 0 ? (size_t)v : CRC_BATCH;
-}
 
 struct cv_writer {
     nvf_st_writer *st;
@@ -176,8 +164,6 @@ typedef struct hash_job {
     uint64_t file_bytes;
     size_t n_groups;
     size_t *group_first; /* n_groups + 1 bounds: CRC task g covers outputs [first[g], first[g+1]) */
-    size_t crc_done;     /* groups [0, crc_done) have their CRCs; crc_task's g counts from it */
-    size_t crc_batch;    /* groups complete before a batch runs */
     char sha[65];
 } hash_job;
 
@@ -209,37 +195,7 @@ static uint64_t wait_ready(hash_job *h, uint64_t at, int *rc) {
     return ready;
 }
 
-static int crc_task(void *ctx, size_t g);
-
-/* The CRC tasks of groups [crc_done, upto) on the core pool (side by side, the caller among
- * them). */
-static int run_crcs(hash_job *h, size_t upto) {
-    if (upto <= h->crc_done)
-        return NVF_OK;
-    uint64_t t = cv_prof_now();
-    int rc = nvf_pool_run(nvf_pool_global(), upto - h->crc_done, 0, crc_task, h);
-    cv_prof_add(CV_P_CRC_WALL, t);
-    h->crc_done = upto;
-    return rc;
-}
-
-/* The groups whose tensors all end at or before file offset `at` (groups [0, result)). */
-static size_t groups_before(const hash_job *h, uint64_t at) {
-    size_t g = h->crc_done;
-    while (g < h->n_groups) {
-        size_t last = h->group_first[g + 1] - 1;
-        uint64_t end =
-            nvf_st_writer_tensor_offset(h->w->st, last) + h->p->outs[h->w->first_out + last].bytes;
-        if (end > at)
-            break;
-        g++;
-    }
-    return g;
-}
-
-/* SHA-256 of the whole file, from start to end, following the bytes the writer publishes; on the
- * way, each time a batch of groups (CRC_BATCH)' tensors are complete in the hashed prefix, their
- * CRC-32s on the core pool (so that once the shard is closed only the last groups are left). */
+/* SHA-256 of the whole file, from start to end, following the bytes the writer publishes. */
 static int hash_sha(hash_job *h, uint8_t *buf) {
     nvf_sha256 *sha = nvf_sha256_new();
     int rc = sha ? NVF_OK : nvf_error_code();
@@ -261,9 +217,6 @@ static int hash_sha(hash_job *h, uint8_t *buf) {
             rc = nvf_sha256_update(sha, buf, k);
         cv_prof_add(CV_P_SHA, t);
         at += k;
-        size_t upto = rc == NVF_OK ? groups_before(h, at) : 0;
-        if (upto >= h->crc_done + h->crc_batch)
-            rc = run_crcs(h, upto);
     }
     if (rc == NVF_OK)
         rc = nvf_sha256_final(sha, h->sha);
@@ -295,7 +248,6 @@ static int hash_crcs(hash_job *h, size_t g, uint8_t *buf) {
 /* CRC task g: the outputs of group g. */
 static int crc_task(void *ctx, size_t g) {
     hash_job *h = ctx;
-    g += h->crc_done;
     uint8_t *buf = malloc(READ_CHUNK);
     if (!buf)
         return nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", h->w->name);
@@ -308,15 +260,21 @@ static int crc_task(void *ctx, size_t g) {
 
 int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx) {
     cv_shard *s = &p->shards[w->shard];
-    hash_job h = {.w = w, .p = p, .quit = quit, .ctx = ctx, .crc_batch = crc_batch()};
+    hash_job h = {.w = w, .p = p, .quit = quit, .ctx = ctx};
     h.file_bytes = nvf_st_writer_file_size(w->st);
-    /* The SHA-256 follows the writer, with the CRCs of the groups complete so far side by side
-     * now and then; once closed, the rest of the CRCs. */
-    h.group_first = calloc(w->n_out + 1, sizeof *h.group_first);
+    /* The SHA-256 follows the writer; then, once closed, the CRCs side by side. */
     uint8_t *buf = malloc(READ_CHUNK);
-    int rc = NVF_OK;
-    if (!h.group_first || !buf) {
-        free(buf);
+    int rc =
+        buf ? hash_sha(&h, buf) : nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", w->name);
+    free(buf);
+    uint64_t t = cv_prof_now();
+    if (rc == NVF_OK) /* every byte hashed: wait for the writer's close (or cancel) */
+        (void)wait_ready(&h, h.file_bytes, &rc);
+    cv_prof_add(CV_P_WAIT_PUBLISHED, t);
+    if (rc != NVF_OK)
+        goto done;
+    h.group_first = calloc(w->n_out + 1, sizeof *h.group_first);
+    if (!h.group_first) {
         rc = nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", w->name);
         goto done;
     }
@@ -329,15 +287,9 @@ int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx) {
             acc = 0;
     }
     h.group_first[h.n_groups] = w->n_out;
-    rc = hash_sha(&h, buf);
-    free(buf);
-    uint64_t t = cv_prof_now();
-    if (rc == NVF_OK) /* every byte hashed: wait for the writer's close (or cancel) */
-        (void)wait_ready(&h, h.file_bytes, &rc);
-    cv_prof_add(CV_P_WAIT_PUBLISHED, t);
-    if (rc == NVF_OK)
-        rc = run_crcs(&h, h.n_groups);
     t = cv_prof_now();
+    rc = nvf_pool_run(nvf_pool_global(), h.n_groups, 0, crc_task, &h);
+    t = cv_prof_add(CV_P_CRC_WALL, t);
     if (rc == NVF_OK) {
         rc = nvf_st_writer_finish(w->st);
         w->st = NULL; /* finish frees it, whatever the outcome */
