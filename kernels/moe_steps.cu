@@ -79,8 +79,8 @@ __device__ void qdq_block(uint16_t *dst, const float *v, float gs, const nvf_qua
 
 /* ---- a block spread over a quad of lanes ------------------------------------------------ */
 
-/* The lanes of the calling lane's quad (lanes 4j .. 4j + 3 of its warp), and its place in it.
- * The quad's lanes call together (their loops run the same trips: work items come in whole
+/* The mask of the calling lane's quad (lanes 4j .. 4j + 3 of its warp). The quad's lanes call
+ * together (their loops run the same trips: work items come in whole
  * quads). */
 __device__ __forceinline__ unsigned quad_mask(void) {
     return 0xFu << (threadIdx.x & 28u);

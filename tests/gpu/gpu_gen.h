@@ -87,6 +87,41 @@ static inline float hard_value(int nonfinite) {
     return (rnd32() & 1) ? -v : v;
 }
 
+/* A value for whole-tensor quantization tests: E2M1 grid points and ties at powers of two,
+ * zeros, huge and tiny values, near-normal values beyond 448 x 6 and small enough for subnormal
+ * E4M3 scales, and (with `nonfinite`) infinities and NaN; either sign. */
+static inline float hard_tensor_value(int nonfinite) {
+    static const float grid[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
+    float v;
+    switch (rnd32() % (nonfinite ? 8 : 6)) {
+    case 0:
+        v = grid[rnd32() % 10] * ldexpf(1.0f, (int)(rnd32() % 16) - 8); /* E2M1 ties */
+        break;
+    case 1:
+        v = 0.0f;
+        break;
+    case 2:
+        v = (rnd32() & 1) ? 1e30f : 1e-30f;
+        break;
+    case 3:
+        v = gauss() * 3000.0f; /* beyond 448 * 6 */
+        break;
+    case 4:
+        v = gauss() * 1e-6f; /* subnormal E4M3 scales */
+        break;
+    case 5:
+        v = gauss();
+        break;
+    case 6:
+        v = INFINITY;
+        break;
+    default:
+        v = NAN;
+        break;
+    }
+    return (rnd32() & 1) ? -v : v;
+}
+
 /* Store f as dtype d at element i of buffer p: F32, BF16 (nearest even), F16 (truncating: any
  * F16 bit pattern is a valid input; Inf/NaN kept), E5M2 (BF16's top byte), E4M3 (saturating). */
 static inline void put(uint8_t *p, nvf_dtype d, size_t i, float f) {

@@ -43,41 +43,13 @@ static const nvf_quant_params k_variants[] = {
 
 /* gen: 0 gauss, 1 hard finite, 2 hard with NaN/Inf, 3 zeros, 4 beyond BF16 (F32 only). */
 static float value(int gen) {
-    static const float grid[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
-    float v;
     if (gen == 0)
         return gauss();
     if (gen == 3)
         return 0.0f;
     if (gen == 4)
         return (rnd32() % 64 == 0) ? 3.4e38f : gauss();
-    switch (rnd32() % (gen == 2 ? 8 : 6)) {
-    case 0:
-        v = grid[rnd32() % 10] * ldexpf(1.0f, (int)(rnd32() % 16) - 8); /* E2M1 ties */
-        break;
-    case 1:
-        v = 0.0f;
-        break;
-    case 2:
-        v = (rnd32() & 1) ? 1e30f : 1e-30f;
-        break;
-    case 3:
-        v = gauss() * 3000.0f;
-        break;
-    case 4:
-        v = gauss() * 1e-6f;
-        break;
-    case 5:
-        v = gauss();
-        break;
-    case 6:
-        v = INFINITY;
-        break;
-    default:
-        v = NAN;
-        break;
-    }
-    return (rnd32() & 1) ? -v : v;
+    return hard_tensor_value(gen == 2);
 }
 
 /* A test tensor: its source and the buffers it owns. */

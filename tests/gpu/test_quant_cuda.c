@@ -22,38 +22,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-static float hard(int nonfinite) {
-    static const float grid[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
-    float v;
-    switch (rnd32() % (nonfinite ? 8 : 6)) {
-    case 0:
-        v = grid[rnd32() % 10] * ldexpf(1.0f, (int)(rnd32() % 16) - 8);
-        break;
-    case 1:
-        v = 0.0f;
-        break;
-    case 2:
-        v = (rnd32() & 1) ? 1e30f : 1e-30f;
-        break;
-    case 3:
-        v = gauss() * 3000.0f; /* beyond 448 * 6 */
-        break;
-    case 4:
-        v = gauss() * 1e-6f; /* subnormal E4M3 scales */
-        break;
-    case 5:
-        v = gauss();
-        break;
-    case 6:
-        v = INFINITY;
-        break;
-    default:
-        v = NAN;
-        break;
-    }
-    return (rnd32() & 1) ? -v : v;
-}
-
 static int g_shown;
 static nvf_backend *g_gpu;
 
@@ -142,7 +110,7 @@ static void plain_case(const char *what, nvf_dtype d, int64_t rows, int64_t cols
         return;
     }
     for (size_t i = 0; i < n; i++)
-        put(buf, d, i, gen == 0 ? gauss() : hard(gen == 2));
+        put(buf, d, i, gen == 0 ? gauss() : hard_tensor_value(gen == 2));
     nvf_quant_source s = {.dtype = d, .data = buf, .rows = rows, .cols = cols};
     CHECK(nvf_quant_source_check(&s, "t") == 0);
     compare_all(what, &s, all_variants);
