@@ -112,6 +112,17 @@ extern "C" int nvf_cuda_quant_open(nvf_cuda_quant **out, int device) {
     return 0;
 }
 
+extern "C" int nvf_cuda_quant_host_alloc(nvf_cuda_quant *q, void **out, size_t bytes) {
+    *out = NULL;
+    int rc = nvf_cuda_ctx_activate(q->ctx);
+    return rc < 0 ? rc : nvf_cuda_host_alloc(out, bytes, "a host buffer");
+}
+
+extern "C" void nvf_cuda_quant_host_free(nvf_cuda_quant *q, void *p) {
+    (void)nvf_cuda_ctx_activate(q->ctx); /* freed whichever device is current otherwise */
+    nvf_cuda_host_free(p);
+}
+
 extern "C" void nvf_cuda_quant_close(nvf_cuda_quant *q) {
     if (!q)
         return;

@@ -33,9 +33,19 @@ int nvf_backend_open(nvf_backend **out, const nvf_device *dev, int threads) {
     return NVF_OK;
 }
 
+static void host_release(nvf_backend *b) {
+    if (b->host_buf && b->ops->host_free)
+        b->ops->host_free(b, b->host_buf);
+    else
+        free(b->host_buf);
+    b->host_buf = NULL;
+    b->host_buf_cap = 0;
+}
+
 void nvf_backend_close(nvf_backend *b) {
     if (!b)
         return;
+    host_release(b); /* before the backend's state, whose device it belongs to */
     if (b->ops->close)
         b->ops->close(b);
     free(b);
@@ -43,6 +53,35 @@ void nvf_backend_close(nvf_backend *b) {
 
 const nvf_device *nvf_backend_device(const nvf_backend *b) {
     return &b->device;
+}
+
+int nvf_backend_host_buffer(nvf_backend *b, void **out, size_t bytes) {
+    *out = NULL;
+    if (bytes == 0)
+        bytes = 1;
+    if (bytes <= b->host_buf_cap && b->host_buf) {
+        *out = b->host_buf;
+        return NVF_OK;
+    }
+    host_release(b);
+    /* grown by half again, so that a run of slowly growing jobs reallocates a few times */
+    size_t cap = bytes + bytes / 2 > bytes ? bytes + bytes / 2 : bytes;
+    void *p = NULL;
+    int rc = NVF_OK;
+    if (b->ops->host_alloc)
+        rc = b->ops->host_alloc(b, &p, cap);
+    else if (!(p = malloc(cap)))
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory for a host buffer of %zu bytes", cap);
+    if (rc != NVF_OK)
+        return rc;
+    b->host_buf = p;
+    b->host_buf_cap = cap;
+    *out = p;
+    return NVF_OK;
+}
+
+int nvf_backend_prefers_staged(const nvf_backend *b) {
+    return b->ops->prefers_staged;
 }
 
 static int missing(const nvf_backend *b, const char *op) {

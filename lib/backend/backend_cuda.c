@@ -142,6 +142,14 @@ static int cuda_set_config(nvf_backend *b, int config, size_t chunk_bytes) {
     return rc;
 }
 
+static int cuda_host_alloc(nvf_backend *b, void **out, size_t bytes) {
+    return nvf_cuda_quant_host_alloc(quant_of(b), out, bytes);
+}
+
+static void cuda_host_free(nvf_backend *b, void *p) {
+    nvf_cuda_quant_host_free(quant_of(b), p);
+}
+
 const nvf_backend_ops nvf_backend_cuda_ops = {
     .name = "cuda",
     .open = cuda_open,
@@ -157,6 +165,9 @@ const nvf_backend_ops nvf_backend_cuda_ops = {
     .bench_moe = cuda_bench_moe,
     .config_count = cuda_config_count,
     .set_config = cuda_set_config,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .prefers_staged = 1,
 };
 
 void nvf_backend_cuda_set_group_budget(size_t bytes) {

@@ -42,13 +42,19 @@ typedef struct nvf_backend_ops {
     /* NULL: no launch configurations */
     int (*config_count)(const nvf_backend *b);
     int (*set_config)(nvf_backend *b, int config, size_t chunk_bytes);
+    /* host memory the device copies directly (NULL: malloc and free) */
+    int (*host_alloc)(nvf_backend *b, void **out, size_t bytes);
+    void (*host_free)(nvf_backend *b, void *p);
+    int prefers_staged; /* nvf_backend_prefers_staged */
 } nvf_backend_ops;
 
 struct nvf_backend {
     const nvf_backend_ops *ops;
     nvf_device device;
     int threads;
-    void *state; /* the backend's own */
+    void *state;    /* the backend's own */
+    void *host_buf; /* nvf_backend_host_buffer */
+    size_t host_buf_cap;
 };
 
 extern const nvf_backend_ops nvf_backend_cpu_ops;

@@ -7,16 +7,21 @@
  * A NaN or infinity stops both unless --allow-nonfinite: one rule for every computed tensor.
  */
 #include "convert_internal.h"
+#include "convert_profile.h"
 
 #include "ckpt/ckpt_source.h"
+#include "io/st_file.h"
 
 #include "nvfp4/format.h"
 #include "nvfp4/log.h"
 #include "nvfp4/status.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int stopped(const cv_run *r) {
     return r->opt->stop && *r->opt->stop;
@@ -40,23 +45,104 @@ static int name_files(int rc, const cv_run *r, const cv_job *j) {
     return rc;
 }
 
+/* Bytes rounded up to the host buffer's alignment (each part of a job starts on 256 bytes). */
+static size_t part_bytes(uint64_t n) {
+    return (size_t)((n + 255) / 256 * 256);
+}
+
+/* A job's source bytes beyond this are read in place even when the backend prefers them staged,
+ * so that one huge tensor does not pin gigabytes of host memory. */
+#define STAGE_MAX ((uint64_t)1 << 30)
+
+/* Whether to read the job's members into the backend's host buffer before computing:
+ * NVFP4_CONVERT_STAGE=0|1 when set (for tests and measurements), else the backend's
+ * preference; never above STAGE_MAX or for a source without a file mapping. */
+static int stage_members(nvf_backend *b, const cv_run *r, const cv_job *j) {
+    const char *e = getenv("NVFP4_CONVERT_STAGE");
+    int want = e && *e ? strcmp(e, "0") != 0 : nvf_backend_prefers_staged(b);
+    uint64_t in = 0;
+    for (size_t k = 0; k < j->n_members && want; k++) {
+        const nvf_st_file *f = r->ck->files[r->ck->tensors[j->members[k].tensor].file].st;
+        want = nvf_st_priv_of(f)->map != NULL;
+        in += cv_member_bytes(&j->members[k]);
+    }
+    return want && in <= STAGE_MAX;
+}
+
+/* Read member `m`'s values from its file into `dst` (pread at the offset its mapping has them
+ * at: one copy from the page cache, no page faults), through `*fd` open on file `*fd_file`
+ * (reopened when the member is in another file). */
+static int read_member(uint8_t *dst, const cv_run *r, const cv_member *m, int *fd,
+                       size_t *fd_file) {
+    size_t file = r->ck->tensors[m->tensor].file;
+    const nvf_st_file *f = r->ck->files[file].st;
+    const uint8_t *map = nvf_st_priv_of(f)->map;
+    if (*fd < 0 || *fd_file != file) {
+        if (*fd >= 0)
+            close(*fd);
+        *fd = open(f->path, O_RDONLY | O_CLOEXEC);
+        *fd_file = file;
+        if (*fd < 0)
+            return nvf_error_set(NVF_E_IO, "cannot open '%s' to read '%s': %s", f->path,
+                                 r->ck->tensors[m->tensor].st->name, strerror(errno));
+    }
+    uint64_t off = (uint64_t)((const uint8_t *)m->src.data - map), len = cv_member_bytes(m);
+    for (uint64_t done = 0; done < len;) {
+        size_t want = len - done < ((size_t)1 << 30) ? (size_t)(len - done) : (size_t)1 << 30;
+        ssize_t got = pread(*fd, dst + done, want, (off_t)(off + done));
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return nvf_error_set(
+                NVF_E_IO, "'%s': reading %llu bytes of '%s' at offset %llu: %s", f->path,
+                (unsigned long long)len, r->ck->tensors[m->tensor].st->name,
+                (unsigned long long)(off + done),
+                got < 0 ? strerror(errno) : "the file ended early (changed since it was opened?)");
+        done += (uint64_t)got;
+    }
+    return NVF_OK;
+}
+
+/*
+ * A quantization group. Its outputs go to the backend's host buffer (pinned on a GPU, so its
+ * downloads need no CPU copy; reused, so no fresh pages per job), followed there by the
+ * members' values when the backend prefers them staged (stage_members).
+ */
 static int compute_quant(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *j) {
     nvf_quant_source srcs[CV_MAX_MEMBERS];
     const char *names[CV_MAX_MEMBERS];
     uint8_t *packed[CV_MAX_MEMBERS] = {NULL}, *scales[CV_MAX_MEMBERS] = {NULL};
-    int rc = NVF_OK;
+    int stage = stage_members(b, r, j);
+    size_t need = 0;
+    for (size_t k = 0; k < j->n_members; k++) {
+        uint64_t n = (uint64_t)j->members[k].src.rows * (uint64_t)j->members[k].src.cols;
+        need += part_bytes(n / 2) + part_bytes(n / NVF_BLOCK);
+        if (stage)
+            need += part_bytes(cv_member_bytes(&j->members[k]));
+    }
+    void *host = NULL;
+    int rc = nvf_backend_host_buffer(b, &host, need);
+    uint8_t *at = host;
+    int fd = -1;
+    size_t fd_file = 0;
     for (size_t k = 0; k < j->n_members && rc == NVF_OK; k++) {
         const cv_member *m = &j->members[k];
-        size_t pb = (size_t)(m->src.rows * m->src.cols / 2);
-        size_t sb = (size_t)(m->src.rows * m->src.cols / NVF_BLOCK);
+        uint64_t n = (uint64_t)m->src.rows * (uint64_t)m->src.cols;
         srcs[k] = m->src;
         names[k] = r->ck->tensors[m->tensor].st->name;
-        packed[k] = malloc(pb + sb + 1);
-        if (!packed[k])
-            rc = nvf_error_set(NVF_E_NOMEM, "no memory to quantize '%s'", m->module[0]);
-        else
-            scales[k] = packed[k] + pb;
+        packed[k] = at;
+        scales[k] = at + part_bytes(n / 2);
+        at = scales[k] + part_bytes(n / NVF_BLOCK);
+        if (stage) {
+            uint64_t t = cv_prof_now();
+            rc = read_member(at, r, m, &fd, &fd_file);
+            cv_prof_add(CV_P_STAGE, t);
+            srcs[k].data = at;
+            at += part_bytes(cv_member_bytes(m));
+        }
     }
+    if (fd >= 0)
+        close(fd);
     float gs = 0.0f;
     if (rc == NVF_OK) {
         rc = nvf_backend_quantize_group(b, &gs, packed, scales, srcs, names, j->n_members,
@@ -74,8 +160,6 @@ static int compute_quant(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv
         r->p->job_scale_2[j - r->p->jobs] = nvf_quant_group_decode(gs, qp);
     if (rc == NVF_OK)
         rc = r->target->pack_job(b, buf, j, packed, scales, nvf_quant_group_decode(gs, qp));
-    for (size_t k = 0; k < j->n_members; k++)
-        free(packed[k]);
     return rc;
 }
 

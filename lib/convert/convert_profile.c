@@ -143,6 +143,7 @@ static const stage k_stages[] = {
      CV_R_COMPUTE,
      {{"backend_open", CV_P_BACKEND_OPEN, 1},
       {"compute", CV_P_COMPUTE, 1},
+      {"stage", CV_P_STAGE, -1},
       {"release", CV_P_RELEASE, 1},
       {"wait_memory", CV_P_WAIT_MEMORY, 0},
       {"wait_handover", CV_P_WAIT_HANDOVER, 0}}},
@@ -177,7 +178,8 @@ static int stage_threads(const stage *s) {
 static void stage_sums(const stage *s, double *busy, double *wait) {
     *busy = *wait = 0;
     for (size_t i = 0; i < 10 && s->parts[i].name; i++)
-        *(s->parts[i].busy ? busy : wait) += key_s((cv_prof_key)s->parts[i].key);
+        if (s->parts[i].busy >= 0) /* a detail (-1) is part of a busy interval */
+            *(s->parts[i].busy ? busy : wait) += key_s((cv_prof_key)s->parts[i].key);
 }
 
 /* The run's seconds: to its end, or to now while it runs. */

@@ -14,6 +14,7 @@
 typedef enum cv_prof_key {
     CV_P_BACKEND_OPEN,   /* compute: opening its backend */
     CV_P_COMPUTE,        /* compute: a job (source pages, backend compute, packing) */
+    CV_P_STAGE,          /* compute, within CV_P_COMPUTE: reading sources into host buffers */
     CV_P_RELEASE,        /* compute: dropping consumed source pages (madvise) */
     CV_P_WAIT_MEMORY,    /* compute: waiting for the host-memory budget */
     CV_P_WAIT_HANDOVER,  /* compute: waiting for its turn to hand a job to the writers */

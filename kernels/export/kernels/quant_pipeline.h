@@ -30,6 +30,11 @@ int nvf_cuda_quant_open(nvf_cuda_quant **out, int device);
 /** Free the state (buffers, streams); NULL is fine. */
 void nvf_cuda_quant_close(nvf_cuda_quant *q);
 
+/** Pinned host memory on the state's device (nvf_backend_host_buffer), freed with
+ * nvf_cuda_quant_host_free. @return 0, NVF_E_CUDA. */
+int nvf_cuda_quant_host_alloc(nvf_cuda_quant *q, void **out, size_t bytes);
+void nvf_cuda_quant_host_free(nvf_cuda_quant *q, void *p);
+
 /** nvf_backend_amax on the GPU. */
 int nvf_cuda_quant_amax(nvf_cuda_quant *q, float *out, const nvf_quant_source *s,
                         int allow_nonfinite, const char *name);

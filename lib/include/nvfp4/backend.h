@@ -60,6 +60,22 @@ void nvf_backend_close(nvf_backend *b);
 const nvf_device *nvf_backend_device(const nvf_backend *b);
 
 /**
+ * A host buffer of at least `bytes` that the backend's device copies to and from directly:
+ * pinned memory on a GPU (its copies are DMA, with no CPU copy through a driver staging buffer),
+ * plain memory on the CPU. Owned by the backend and reused by the next call: valid until the
+ * next nvf_backend_host_buffer or nvf_backend_close, its contents not kept when it grows.
+ * @return 0, NVF_E_NOMEM, NVF_E_CUDA.
+ */
+int nvf_backend_host_buffer(nvf_backend *b, void **out, size_t bytes);
+
+/**
+ * 1 when the backend computes a source faster from a copy in its host buffer than read in
+ * place from a file mapping (a GPU: the copy is one read into pinned memory, then DMA), 0 when
+ * it reads sources in place (the CPU).
+ */
+int nvf_backend_prefers_staged(const nvf_backend *b);
+
+/**
  * Maximum magnitude of a checked source (nvf_quant_source_check). A NaN or infinity is
  * NVF_E_NONFINITE naming `name` and the first such [row, col] in row-major order unless
  * `allow_nonfinite` (then NaN is skipped and an infinity makes amax infinite).

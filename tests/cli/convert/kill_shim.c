@@ -6,9 +6,14 @@
  * With $KILL_WRITE_CHUNK, write() writes at most that many bytes a call and first sleeps
  * $KILL_WRITE_DELAY_US microseconds: a conversion slow enough for a poller to stop it at a given
  * size (callers of write() loop over short writes, as POSIX allows them).
+ * With $PREAD_EIO_UNDER, pread() of a file under that directory fails with EIO (a disk error
+ * while reading a source) and pread() of other files returns at most 4097 bytes a call (callers
+ * loop over short reads).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,4 +49,30 @@ ssize_t write(int fd, const void *buf, size_t n) {
             usleep((useconds_t)atol(delay));
     }
     return real(fd, buf, n);
+}
+
+ssize_t pread(int fd, void *buf, size_t n, off_t off) {
+    static ssize_t (*real)(int, void *, size_t, off_t);
+    if (!real)
+        real = (ssize_t(*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, "pread");
+    const char *under = getenv("PREAD_EIO_UNDER");
+    if (under && *under) {
+        char link[64], path[PATH_MAX];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t len = readlink(link, path, sizeof path - 1);
+        if (len > 0) {
+            path[len] = 0;
+            if (strncmp(path, under, strlen(under)) == 0) {
+                errno = EIO;
+                return -1;
+            }
+        }
+        if (n > 4097)
+            n = 4097;
+    }
+    return real(fd, buf, n, off);
+}
+
+ssize_t pread64(int fd, void *buf, size_t n, off_t off) {
+    return pread(fd, buf, n, off);
 }

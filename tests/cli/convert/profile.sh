@@ -54,6 +54,7 @@ for path, workers in ((sys.argv[1], 2), (sys.argv[2], 1)):
     assert p['compute']['threads'] == workers, p['compute']
     assert p['compute']['busy_max'] <= p['compute']['busy'] + 1e-9, p['compute']
     assert p['compute']['compute'] > 0, p['compute']
+    assert p['compute']['stage'] <= p['compute']['compute'] + 1e-9, p['compute']  # a detail
     # one writer per shard written side by side: 4, or fewer shards
     assert p['writer']['threads'] == min(4, s['shards']) >= 1, (p['writer'], s['shards'])
     assert p['writer']['busy'] > 0, p['writer']

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Sources staged in the backend's host buffer (read with pread; what a GPU worker does, forced
+# on the CPU by NVFP4_CONVERT_STAGE=1) convert to the bytes of sources read in place
+# (NVFP4_CONVERT_STAGE=0, the CPU's default), with reads cut short (every pread at most 4097
+# bytes, by the shim) and with several workers; the profile counts the staging time only when
+# staging. A read error on a source is exit 1 naming the file, the tensor and the offset, and
+# leaves no manifest and no temporary file.
+set -euo pipefail
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../lib.sh"
+kill_shim
+"$NVFP4TOOL" synth "$tmp/src" --preset deepseek-v3 --dtype fp8-block --hidden 256 \
+    --moe-intermediate 128 --experts 8 --quiet >/dev/null
+"$NVFP4TOOL" synth "$tmp/bf16" --preset qwen3-moe --dtype bf16 --hidden 256 --moe-intermediate 128 \
+    --experts 4 --quiet >/dev/null
+opts=(--quiet --threads 2 --max-shard-size 1MB --json)
+for s in src bf16; do
+    NVFP4_CONVERT_STAGE=0 "$NVFP4TOOL" convert "$tmp/$s" "$tmp/$s-ref" "${opts[@]}" \
+        >"$tmp/$s-ref.json"
+    NVFP4_CONVERT_STAGE=1 "$NVFP4TOOL" convert "$tmp/$s" "$tmp/$s-st" "${opts[@]}" \
+        --devices cpu,cpu >"$tmp/$s-st.json"
+    diff -r "$tmp/$s-ref" "$tmp/$s-st" >"$tmp/diff" 2>&1 ||
+        fail "$s: staged output differs: $(head -c 1000 "$tmp/diff")"
+    # short reads: the shim's pread returns at most 4097 bytes a call outside PREAD_EIO_UNDER
+    PREAD_EIO_UNDER=/nonexistent LD_PRELOAD="$tmp/kill_shim.so" NVFP4_CONVERT_STAGE=1 \
+        "$NVFP4TOOL" convert "$tmp/$s" "$tmp/$s-short" "${opts[@]}" >/dev/null
+    diff -r "$tmp/$s-ref" "$tmp/$s-short" >"$tmp/diff" 2>&1 ||
+        fail "$s: output with short reads differs: $(head -c 1000 "$tmp/diff")"
+done
+"$NVFP4_PYTHON" - "$tmp/src-ref.json" "$tmp/src-st.json" <<'PY'
+import json, sys
+ref, st = (json.load(open(p))['profile']['compute'] for p in sys.argv[1:])
+assert ref['stage'] == 0, ref
+assert 0 < st['stage'] <= st['compute'], st
+PY
+
+# A read error on a source: exit 1, the file, tensor and offset named, nothing left behind.
+set +e
+PREAD_EIO_UNDER="$tmp/src" LD_PRELOAD="$tmp/kill_shim.so" NVFP4_CONVERT_STAGE=1 \
+    "$NVFP4TOOL" convert "$tmp/src" "$tmp/bad" --quiet 2>"$tmp/err"
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "a source read error exited $rc, want 1: $(cat "$tmp/err")"
+grep -q "$tmp/src/model-.*\.safetensors': reading [0-9]* bytes of '.*' at offset [0-9]*: " \
+    "$tmp/err" || fail "the message does not name the file, tensor and offset: $(cat "$tmp/err")"
+grep -qi 'input/output error' "$tmp/err" || fail "the message lacks the error: $(cat "$tmp/err")"
+if [ -e "$tmp/bad" ]; then
+    [ ! -e "$tmp/bad/nvfp4-manifest.json" ] || fail "a failed conversion left a manifest"
+    left=$(find "$tmp/bad" -name '*.tmp' | head -3)
+    [ -z "$left" ] || fail "a failed conversion left temporary files: $left"
+fi
+echo ok
