@@ -241,34 +241,44 @@ static int hash_task(void *arg, size_t k) {
     return b->quit && b->quit(b->ctx) ? NVF_OK : hash_timed(b->s, b->files[k]);
 }
 
+/* Source files not in the page cache hashed at once (NVFP4_SOURCE_HASH_COLD=N, 1 to 64, sets
+ * it): one SHA-256 stream (about 1.3 GB/s a core) is slower than a disk that reads 1.7 GB/s, and
+ * one stream at a time left the last files' hashing 5-10 s behind the rest of a cold conversion
+ * (bench/results/convert-h200-dc6d167/). */
+#define COLD_WIDTH 4
+
+static int cold_width(void) {
+    const char *e = getenv("NVFP4_SOURCE_HASH_COLD");
+    int w = e && *e ? atoi(e) : COLD_WIDTH;
+    return w < 1 ? 1 : w > 64 ? 64 : w;
+}
+
 /*
- * SHA-256 is one stream per file (about 1.3 GB/s a core without SHA extensions), so the files
- * already in the page cache are hashed side by side on the pool; the others one after another
- * in name order, the order the compute reads them, so that a cold disk sees one sequential
- * reader besides the compute's.
+ * SHA-256 is one stream per file, so the files already in the page cache are hashed side by
+ * side on the pool; the others in name order (the order the compute reads them) with at most
+ * cold_width() at once, each read sequentially, so that a cold disk sees a few sequential
+ * readers besides the compute's and the hashing stays within a few files of the compute (the
+ * pages it brings in are the compute's too).
  */
 int cv_sources_hash(cv_sources *s, int (*quit)(void *), void *ctx) {
-    size_t *files = malloc((s->n + 1) * sizeof *files), n_warm = 0;
-    unsigned char *warm = calloc(s->n + 1, 1);
-    int rc = files && warm ? NVF_OK : nvf_error_set(NVF_E_NOMEM, "no memory");
-    for (size_t i = 0; rc == NVF_OK && i < s->n; i++)
-        if (s->only && !s->only[i])
-            warm[i] = 1; /* not this part's: skipped */
-        else if (is_resident(s, i)) {
-            warm[i] = 1;
-            files[n_warm++] = i;
-        }
-    hash_batch b = {s, files, quit, ctx};
-    if (rc == NVF_OK)
-        rc = nvf_pool_run(nvf_pool_global(), n_warm, 0, hash_task, &b);
+    size_t *files = malloc((s->n + 1) * sizeof *files), n_warm = 0, n_cold = 0;
+    size_t *cold = malloc((s->n + 1) * sizeof *cold);
+    int rc = files && cold ? NVF_OK : nvf_error_set(NVF_E_NOMEM, "no memory");
     for (size_t i = 0; rc == NVF_OK && i < s->n; i++) {
-        if (quit && quit(ctx))
-            break;
-        if (!warm[i])
-            rc = hash_timed(s, i);
+        if (s->only && !s->only[i])
+            continue; /* not this part's: skipped */
+        if (is_resident(s, i))
+            files[n_warm++] = i;
+        else
+            cold[n_cold++] = i;
     }
+    hash_batch warm = {s, files, quit, ctx}, later = {s, cold, quit, ctx};
+    if (rc == NVF_OK)
+        rc = nvf_pool_run(nvf_pool_global(), n_warm, 0, hash_task, &warm);
+    if (rc == NVF_OK)
+        rc = nvf_pool_run(nvf_pool_global(), n_cold, cold_width(), hash_task, &later);
     free(files);
-    free(warm);
+    free(cold);
     return rc;
 }
 

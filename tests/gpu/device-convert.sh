@@ -182,6 +182,28 @@ if [ "$mode" = large ]; then
     # shellcheck disable=SC2086
     sweep_env NVFP4_WRITEBACK_STEP_MB writeback "MiB writeback step" \
         ${NVFP4_CONVERT_WRITEBACK_SWEEP:-}
+    # 8. Optional: cold runs (page cache dropped) for each value of NVFP4_COLD_SWEEP_VAR
+    #    (default NVFP4_SOURCE_HASH_COLD, the source files hashed at once) in NVFP4_COLD_SWEEP
+    #    (e.g. "1 4"), interleaved NVFP4_COLD_ROUNDS times (default 2), each against the floor
+    #    measured above; profiles in $OUT/convert-profile-cold-VALUE-rN-cuda.txt.
+    cvar=${NVFP4_COLD_SWEEP_VAR:-NVFP4_SOURCE_HASH_COLD}
+    for r in ${NVFP4_COLD_SWEEP:+$(seq 1 "${NVFP4_COLD_ROUNDS:-2}")}; do
+        for v in ${NVFP4_COLD_SWEEP:-}; do
+            rm -rf "$work/bigout"
+            sync
+            echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+            t0=$(date +%s.%N)
+            env "$cvar=$v" NVFP4_CONVERT_PROFILE=1 "$tool" convert "$big" "$work/bigout" \
+                "${devopt[@]}" --json --quiet >/dev/null \
+                2>"$OUT/convert-profile-cold-$v-r$r-cuda.txt" || rc=1
+            t1=$(date +%s.%N)
+            secs=$(calc "$t1 - $t0")
+            printf ' "cold_%s_%s_r%s": {"convert_s": %.2f, "ratio": %.3f},\n' "$cvar" "$v" "$r" \
+                "$secs" "$(calc "$secs / $floor")" >>"$res"
+            printf 'cold, %s=%s, round %s: convert %.1f s (%.2fx floor)\n' "$cvar" "$v" "$r" \
+                "$secs" "$(calc "$secs / $floor")"
+        done
+    done
     rm -f "$OUT/convert-warm.json"
     rm -rf "$big" "$work/bigout"
 fi
