@@ -24,8 +24,11 @@
 #include <string.h>
 #include <time.h>
 
-/* Bytes read back per pread: a few MiB, large enough to amortize the call. */
-#define READ_CHUNK ((size_t)4 << 20)
+/* Bytes read back per pread (from the page cache, where the shard was just written): small
+ * enough that the copy stays in the core's L2 cache for the SHA-256 or CRC-32 that reads it next,
+ * large enough to amortize the call (256 KiB: a single SHA-256 stream 6-15% faster than with
+ * 4 MiB on the development VM). */
+#define READ_CHUNK ((size_t)256 << 10)
 /* A CRC task covers consecutive tensors of at least this many bytes in all (fewer, larger tasks
  * for shards of many small tensors). */
 #define CRC_TASK_MIN ((uint64_t)32 << 20)
