@@ -64,8 +64,9 @@ int nvf_backend_host_buffer(nvf_backend *b, void **out, size_t bytes) {
         return NVF_OK;
     }
     host_release(b);
-    /* grown by half again, so that a run of slowly growing jobs reallocates a few times */
-    size_t cap = bytes + bytes / 2 > bytes ? bytes + bytes / 2 : bytes;
+    /* rounded up to 1 MiB: jobs of nearly the same size share it */
+    const size_t mib = (size_t)1 << 20;
+    size_t cap = bytes <= SIZE_MAX - mib ? (bytes + mib - 1) / mib * mib : bytes;
     void *p = NULL;
     int rc = NVF_OK;
     if (b->ops->host_alloc)

@@ -50,23 +50,28 @@ static size_t part_bytes(uint64_t n) {
     return (size_t)((n + 255) / 256 * 256);
 }
 
-/* A job's source bytes beyond this are read in place even when the backend prefers them staged,
- * so that one huge tensor does not pin gigabytes of host memory. */
-#define STAGE_MAX ((uint64_t)1 << 30)
+/* What a job may use of the backend's host buffer, which stays allocated for the run (so at
+ * most this per worker; NVFP4_CONVERT_HOST_KEEP=BYTES sets it, for tests): a job whose results
+ * and staged members need more reads its members in place and puts its results in memory of
+ * its own, freed after it. */
+#define HOST_KEEP_MAX ((uint64_t)256 << 20)
+
+static uint64_t host_keep_max(void) {
+    const char *e = getenv("NVFP4_CONVERT_HOST_KEEP");
+    return e && *e ? strtoull(e, NULL, 10) : HOST_KEEP_MAX;
+}
 
 /* Whether to read the job's members into the backend's host buffer before computing:
  * NVFP4_CONVERT_STAGE=0|1 when set (for tests and measurements), else the backend's
- * preference; never above STAGE_MAX or for a source without a file mapping. */
+ * preference; never for a source without a file mapping. */
 static int stage_members(nvf_backend *b, const cv_run *r, const cv_job *j) {
     const char *e = getenv("NVFP4_CONVERT_STAGE");
     int want = e && *e ? strcmp(e, "0") != 0 : nvf_backend_prefers_staged(b);
-    uint64_t in = 0;
     for (size_t k = 0; k < j->n_members && want; k++) {
         const nvf_st_file *f = r->ck->files[r->ck->tensors[j->members[k].tensor].file].st;
         want = nvf_st_priv_of(f)->map != NULL;
-        in += cv_member_bytes(&j->members[k]);
     }
-    return want && in <= STAGE_MAX;
+    return want;
 }
 
 /* Read member `m`'s values from its file into `dst` (pread at the offset its mapping has them
@@ -106,22 +111,27 @@ static int read_member(uint8_t *dst, const cv_run *r, const cv_member *m, int *f
 /*
  * A quantization group. Its outputs go to the backend's host buffer (pinned on a GPU, so its
  * downloads need no CPU copy; reused, so no fresh pages per job), followed there by the
- * members' values when the backend prefers them staged (stage_members).
+ * members' values when the backend prefers them staged (stage_members); a job larger than
+ * host_keep_max() uses memory of its own instead, its members read in place.
  */
 static int compute_quant(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *j) {
     nvf_quant_source srcs[CV_MAX_MEMBERS];
     const char *names[CV_MAX_MEMBERS];
     uint8_t *packed[CV_MAX_MEMBERS] = {NULL}, *scales[CV_MAX_MEMBERS] = {NULL};
-    int stage = stage_members(b, r, j);
-    size_t need = 0;
+    uint64_t out = 0, in = 0;
     for (size_t k = 0; k < j->n_members; k++) {
         uint64_t n = (uint64_t)j->members[k].src.rows * (uint64_t)j->members[k].src.cols;
-        need += part_bytes(n / 2) + part_bytes(n / NVF_BLOCK);
-        if (stage)
-            need += part_bytes(cv_member_bytes(&j->members[k]));
+        out += part_bytes(n / 2) + part_bytes(n / NVF_BLOCK);
+        in += part_bytes(cv_member_bytes(&j->members[k]));
     }
-    void *host = NULL;
-    int rc = nvf_backend_host_buffer(b, &host, need);
+    uint64_t keep = host_keep_max();
+    int stage = out + in <= keep && stage_members(b, r, j);
+    void *host = NULL, *own = NULL;
+    int rc = NVF_OK;
+    if (out + (stage ? in : 0) <= keep)
+        rc = nvf_backend_host_buffer(b, &host, (size_t)(out + (stage ? in : 0)));
+    else if (!(host = own = malloc((size_t)out + 1)))
+        rc = nvf_error_set(NVF_E_NOMEM, "no memory to quantize '%s'", j->members[0].module[0]);
     uint8_t *at = host;
     int fd = -1;
     size_t fd_file = 0;
@@ -160,6 +170,7 @@ static int compute_quant(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv
         r->p->job_scale_2[j - r->p->jobs] = nvf_quant_group_decode(gs, qp);
     if (rc == NVF_OK)
         rc = r->target->pack_job(b, buf, j, packed, scales, nvf_quant_group_decode(gs, qp));
+    free(own);
     return rc;
 }
 

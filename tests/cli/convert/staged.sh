@@ -2,8 +2,9 @@
 # Sources staged in the backend's host buffer (read with pread; what a GPU worker does, forced
 # on the CPU by NVFP4_CONVERT_STAGE=1) convert to the bytes of sources read in place
 # (NVFP4_CONVERT_STAGE=0, the CPU's default), with reads cut short (every pread at most 4097
-# bytes, by the shim) and with several workers; the profile counts the staging time only when
-# staging. A read error on a source is exit 1 naming the file, the tensor and the offset, and
+# bytes, by the shim), with several workers, and for jobs over what the host buffer may keep
+# (NVFP4_CONVERT_HOST_KEEP: their own memory, members read in place); the profile counts the
+# staging time only when staging. A read error on a source is exit 1 naming the file, the tensor and the offset, and
 # leaves no manifest and no temporary file.
 set -euo pipefail
 tmp=$(mktemp -d)
@@ -27,12 +28,25 @@ for s in src bf16; do
         "$NVFP4TOOL" convert "$tmp/$s" "$tmp/$s-short" "${opts[@]}" >/dev/null
     diff -r "$tmp/$s-ref" "$tmp/$s-short" >"$tmp/diff" 2>&1 ||
         fail "$s: output with short reads differs: $(head -c 1000 "$tmp/diff")"
+    # jobs larger than what the host buffer may keep (here every job, and about half of them):
+    # memory of their own, members read in place
+    for keep in 1 40000; do
+        NVFP4_CONVERT_HOST_KEEP=$keep NVFP4_CONVERT_STAGE=1 "$NVFP4TOOL" convert "$tmp/$s" \
+            "$tmp/$s-own$keep" "${opts[@]}" --devices cpu,cpu >"$tmp/$s-own$keep.json"
+        diff -r "$tmp/$s-ref" "$tmp/$s-own$keep" >"$tmp/diff" 2>&1 ||
+            fail "$s: output with jobs over $keep bytes in their own memory differs: $(head -c 1000 "$tmp/diff")"
+    done
 done
 "$NVFP4_PYTHON" - "$tmp/src-ref.json" "$tmp/src-st.json" <<'PY'
 import json, sys
 ref, st = (json.load(open(p))['profile']['compute'] for p in sys.argv[1:])
 assert ref['stage'] == 0, ref
 assert 0 < st['stage'] <= st['compute'], st
+PY
+"$NVFP4_PYTHON" - "$tmp/src-own1.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))['profile']['compute']
+assert c['stage'] == 0, c  # no job small enough to stage
 PY
 
 # A read error on a source: exit 1, the file, tensor and offset named, nothing left behind.
