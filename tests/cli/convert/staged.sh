@@ -11,6 +11,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/../lib.sh"
 kill_shim
+# the shim comes before a sanitizer build's runtime in the preload order
+asan="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 "$NVFP4TOOL" synth "$tmp/src" --preset deepseek-v3 --dtype fp8-block --hidden 256 \
     --moe-intermediate 128 --experts 8 --quiet >/dev/null
 "$NVFP4TOOL" synth "$tmp/bf16" --preset qwen3-moe --dtype bf16 --hidden 256 --moe-intermediate 128 \
@@ -24,7 +26,7 @@ for s in src bf16; do
     diff -r "$tmp/$s-ref" "$tmp/$s-st" >"$tmp/diff" 2>&1 ||
         fail "$s: staged output differs: $(head -c 1000 "$tmp/diff")"
     # short reads: the shim's pread returns at most 4097 bytes a call outside PREAD_EIO_UNDER
-    PREAD_EIO_UNDER=/nonexistent LD_PRELOAD="$tmp/kill_shim.so" NVFP4_CONVERT_STAGE=1 \
+    ASAN_OPTIONS=$asan PREAD_EIO_UNDER=/nonexistent LD_PRELOAD="$tmp/kill_shim.so" NVFP4_CONVERT_STAGE=1 \
         "$NVFP4TOOL" convert "$tmp/$s" "$tmp/$s-short" "${opts[@]}" >/dev/null
     diff -r "$tmp/$s-ref" "$tmp/$s-short" >"$tmp/diff" 2>&1 ||
         fail "$s: output with short reads differs: $(head -c 1000 "$tmp/diff")"
@@ -51,7 +53,7 @@ PY
 
 # A read error on a source: exit 1, the file, tensor and offset named, nothing left behind.
 set +e
-PREAD_EIO_UNDER="$tmp/src" LD_PRELOAD="$tmp/kill_shim.so" NVFP4_CONVERT_STAGE=1 \
+ASAN_OPTIONS=$asan PREAD_EIO_UNDER="$tmp/src" LD_PRELOAD="$tmp/kill_shim.so" NVFP4_CONVERT_STAGE=1 \
     "$NVFP4TOOL" convert "$tmp/src" "$tmp/bad" --quiet 2>"$tmp/err"
 rc=$?
 set -e
