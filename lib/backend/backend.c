@@ -2,6 +2,7 @@
 #include "backend_internal.h"
 
 #include "nvfp4/format.h"
+#include "nvfp4/log.h"
 #include "nvfp4/status.h"
 
 #include <stdint.h>
@@ -34,7 +35,7 @@ int nvf_backend_open(nvf_backend **out, const nvf_device *dev, int threads) {
 }
 
 static void host_release(nvf_backend *b) {
-    if (b->host_buf && b->ops->host_free)
+    if (b->host_buf && b->host_buf_device)
         b->ops->host_free(b, b->host_buf);
     else
         free(b->host_buf);
@@ -68,15 +69,16 @@ int nvf_backend_host_buffer(nvf_backend *b, void **out, size_t bytes) {
     const size_t mib = (size_t)1 << 20;
     size_t cap = bytes <= SIZE_MAX - mib ? (bytes + mib - 1) / mib * mib : bytes;
     void *p = NULL;
-    int rc = NVF_OK;
-    if (b->ops->host_alloc)
-        rc = b->ops->host_alloc(b, &p, cap);
-    else if (!(p = malloc(cap)))
-        rc = nvf_error_set(NVF_E_NOMEM, "no memory for a host buffer of %zu bytes", cap);
-    if (rc != NVF_OK)
-        return rc;
+    int device = 0;
+    if (b->ops->host_alloc && b->ops->host_alloc(b, &p, cap) == NVF_OK)
+        device = 1;
+    else if (b->ops->host_alloc) /* pinned memory refused: plain memory works, more slowly */
+        nvf_log(NVF_LOG_DEBUG, "%s", nvf_error_last());
+    if (!p && !(p = malloc(cap)))
+        return nvf_error_set(NVF_E_NOMEM, "no memory for a host buffer of %zu bytes", cap);
     b->host_buf = p;
     b->host_buf_cap = cap;
+    b->host_buf_device = device;
     *out = p;
     return NVF_OK;
 }

@@ -55,6 +55,7 @@ struct nvf_backend {
     void *state;    /* the backend's own */
     void *host_buf; /* nvf_backend_host_buffer */
     size_t host_buf_cap;
+    int host_buf_device; /* from ops->host_alloc (else malloc: the device refused) */
 };
 
 extern const nvf_backend_ops nvf_backend_cpu_ops;

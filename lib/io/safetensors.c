@@ -457,6 +457,8 @@ int nvf_st_open(nvf_st_file **out, const char *path) {
         goto done;
     ((st_file *)f)->map = map;
     ((st_file *)f)->map_len = map_len;
+    ((st_file *)f)->dev = (uint64_t)st.st_dev;
+    ((st_file *)f)->ino = (uint64_t)st.st_ino;
     for (size_t i = 0; i < f->n_tensors; i++)
         f->tensors[i].data = (const uint8_t *)map + f->data_start + f->tensors[i].begin;
     map = NULL;

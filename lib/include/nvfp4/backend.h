@@ -63,8 +63,9 @@ const nvf_device *nvf_backend_device(const nvf_backend *b);
  * A host buffer of at least `bytes` that the backend's device copies to and from directly:
  * pinned memory on a GPU (its copies are DMA, with no CPU copy through a driver staging buffer),
  * plain memory on the CPU. Owned by the backend and reused by the next call: valid until the
- * next nvf_backend_host_buffer or nvf_backend_close, its contents not kept when it grows.
- * @return 0, NVF_E_NOMEM, NVF_E_CUDA.
+ * next nvf_backend_host_buffer or nvf_backend_close, its contents not kept when it grows. Where
+ * the device refuses pinned memory, plain memory is used (slower copies, the same results).
+ * @return 0, NVF_E_NOMEM.
  */
 int nvf_backend_host_buffer(nvf_backend *b, void **out, size_t bytes);
 

@@ -5,7 +5,7 @@
 # bytes, by the shim), with several workers, and for jobs over what the host buffer may keep
 # (NVFP4_CONVERT_HOST_KEEP: their own memory, members read in place); the profile counts the
 # staging time only when staging. A read error on a source is exit 1 naming the file, the tensor and the offset, and
-# leaves no manifest and no temporary file.
+# leaves no manifest and no temporary file; so does a source file replaced during the run.
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -66,4 +66,17 @@ if [ -e "$tmp/bad" ]; then
     left=$(find "$tmp/bad" -name '*.tmp' | head -3)
     [ -z "$left" ] || fail "a failed conversion left temporary files: $left"
 fi
+
+# A source file replaced while the conversion runs (a new inode at its path: the reader must not
+# mix its bytes with the checked file's): exit 1 naming it.
+set +e
+ASAN_OPTIONS=$asan REPLACE_AT_OPEN=model-00002-of-00005.safetensors \
+    LD_PRELOAD="$tmp/kill_shim.so" NVFP4_CONVERT_STAGE=1 \
+    "$NVFP4TOOL" convert "$tmp/src" "$tmp/replaced" --quiet 2>"$tmp/err"
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "a replaced source exited $rc, want 1: $(cat "$tmp/err")"
+grep -q "model-00002-of-00005.safetensors' was replaced during the conversion" "$tmp/err" ||
+    fail "the message does not say the source was replaced: $(cat "$tmp/err")"
+[ ! -e "$tmp/replaced/nvfp4-manifest.json" ] || fail "a failed conversion left a manifest"
 echo ok
