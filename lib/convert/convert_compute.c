@@ -57,17 +57,18 @@ static size_t part_bytes(uint64_t n) {
  * its own, freed after it. */
 #define HOST_KEEP_MAX ((uint64_t)256 << 20)
 
-static uint64_t host_keep_max(void) {
-    const char *e = getenv("NVFP4_CONVERT_HOST_KEEP");
-    return e && *e ? strtoull(e, NULL, 10) : HOST_KEEP_MAX;
+void cv_compute_settings(cv_run *r) {
+    const char *e = getenv("NVFP4_CONVERT_STAGE");
+    r->stage = e && *e ? strcmp(e, "0") != 0 : -1;
+    e = getenv("NVFP4_CONVERT_HOST_KEEP");
+    r->host_keep = e && *e ? strtoull(e, NULL, 10) : HOST_KEEP_MAX;
 }
 
 /* Whether to read the job's members into the backend's host buffer before computing:
  * NVFP4_CONVERT_STAGE=0|1 when set (for tests and measurements), else the backend's
  * preference; never for a source without a file mapping. */
 static int stage_members(nvf_backend *b, const cv_run *r, const cv_job *j) {
-    const char *e = getenv("NVFP4_CONVERT_STAGE");
-    int want = e && *e ? strcmp(e, "0") != 0 : nvf_backend_prefers_staged(b);
+    int want = r->stage >= 0 ? r->stage : nvf_backend_prefers_staged(b);
     for (size_t k = 0; k < j->n_members && want; k++) {
         const nvf_st_file *f = r->ck->files[r->ck->tensors[j->members[k].tensor].file].st;
         want = nvf_st_priv_of(f)->map != NULL;
@@ -122,7 +123,7 @@ static int read_member(uint8_t *dst, const cv_run *r, const cv_member *m, int *f
  * A quantization group. Its outputs go to the backend's host buffer (pinned on a GPU, so its
  * downloads need no CPU copy; reused, so no fresh pages per job), followed there by the
  * members' values when the backend prefers them staged (stage_members); a job larger than
- * host_keep_max() uses memory of its own instead, its members read in place.
+ * r->host_keep uses memory of its own instead, its members read in place.
  */
 static int compute_quant(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *j) {
     nvf_quant_source srcs[CV_MAX_MEMBERS];
@@ -134,7 +135,7 @@ static int compute_quant(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv
         out += part_bytes(n / 2) + part_bytes(n / NVF_BLOCK);
         in += part_bytes(cv_member_bytes(&j->members[k]));
     }
-    uint64_t keep = host_keep_max();
+    uint64_t keep = r->host_keep;
     int stage = out + in <= keep && stage_members(b, r, j);
     void *host = NULL, *own = NULL;
     int rc = NVF_OK;

@@ -376,6 +376,9 @@ typedef struct cv_run {
     cJSON *part_fp;     /* --shard i/N: the plan's fingerprint (cv_parts_select) */
     char part_fp_sha[65];
     nvf_convert_progress prog;
+    /* the compute's environment, read once per run (cv_compute_settings) */
+    int stage;          /* NVFP4_CONVERT_STAGE: 0, 1, or -1 (the backend's preference) */
+    uint64_t host_keep; /* NVFP4_CONVERT_HOST_KEEP, else 256 MiB */
 } cv_run;
 
 /**
@@ -390,6 +393,9 @@ int cv_pipeline_run(cv_run *r);
  * bytes) on backend `b`. Errors name the source file and tensor.
  */
 int cv_compute_job(uint8_t *buf, const cv_run *r, nvf_backend *b, const cv_job *j);
+
+/** Read the compute's settings from the environment into r (before the workers start). */
+void cv_compute_settings(cv_run *r);
 
 /** A CV_JOB_NVFP4 job: its members' stored bytes (one re-quantized onto the shared decode
  * scale when j->requant), laid out by the target. convert_nvfp4src.c. */

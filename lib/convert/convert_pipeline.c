@@ -336,6 +336,7 @@ int cv_pipeline_run(cv_run *r) {
     cv_pipeline pl;
     memset(&pl, 0, sizeof pl);
     pl.r = r;
+    cv_compute_settings(r);
     pthread_mutex_init(&pl.mu, NULL);
     pthread_mutex_init(&pl.prog_mu, NULL);
     pthread_cond_init(&pl.cv, NULL);
