@@ -26,12 +26,12 @@ typedef enum cv_prof_key {
     CV_P_WAIT_HASHER,    /* writer: waiting for a hasher slot */
     CV_P_WAIT_SHARD,     /* hasher: idle, waiting for a shard */
     CV_P_SHA_READ,       /* hasher: reading the shard back (pread, page cache) */
-    CV_P_SHA,            /* hasher: SHA-256 of the bytes read */
+    CV_P_SHA,            /* hasher: SHA-256 of the bytes read or handed */
     CV_P_WAIT_PUBLISHED, /* hasher: waiting for the writer to publish (or close) */
-    CV_P_CRC_WALL,       /* hasher: waiting for its CRC-32 tasks on the core pool */
+    CV_P_CRC_WALL,       /* hasher: waiting for its CRC-32 thread after the SHA-256 */
     CV_P_FINALIZE,       /* hasher: fsync, rename, directory fsync */
     CV_P_JOURNAL,        /* hasher: recording the shard in the journal */
-    CV_P_CRC,            /* core pool: CRC-32 tasks (read back and CRC), summed */
+    CV_P_CRC,            /* CRC-32 threads: read back and CRC, summed */
     CV_P_SOURCE_HASH,    /* core pool: source-file SHA-256, summed over files */
     CV_P_FINISH,         /* the finish: stale shards, index, configs, manifest (or part record) */
     CV_P_N
@@ -43,7 +43,7 @@ typedef enum cv_prof_role {
     CV_R_WRITER,
     CV_R_HASHER,
     CV_R_POOL, /* the core pool (source hashing) */
-    CV_R_CRC,  /* CRC-32 tasks: the pool's workers and the hashers that wait on them */
+    CV_R_CRC,  /* CRC-32 threads, one beside each hasher */
     CV_R_N
 } cv_prof_role;
 

@@ -2,23 +2,26 @@
  * The shard writer of convert: the safetensors writer of lib/io in its positional mode. Jobs
  * write pieces of tensors at offsets, in any order (into NAME.tmp); every byte of every
  * tensor is counted, so a shard with a byte missing or written twice fails when it is closed.
- * Two threads share a shard: the writer (open, write_at, publish after each job, close) and a
- * hasher (finish). The file is read back once (from the page cache): the hasher's SHA-256 of
- * the file follows the written prefix (the tensors complete from the first on, published by
- * the writer) while the writer goes on, so only the last bytes are left when the shard is
- * closed; then the tensors' CRC-32s on the core pool (runs of tensors side by side), and the
- * safetensors writer's fsync + rename + directory fsync, so a shard under its final name is
- * always complete.
+ * Two threads share a shard: the writer (open, write_at, publish after each job, hand, close)
+ * and a hasher (finish), which starts a CRC thread beside it:
+ *   - the SHA-256 of the file follows the writer from the header on. A job's buffer that the
+ *     writer hands over after writing it (its pieces contiguous in the file, after those handed
+ *     before, within a limit of bytes held) is hashed from memory and freed then; the bytes
+ *     between (copied tensors, buffers not handed) are read back from the page cache once the
+ *     writer has published them (the tensors complete from the first on);
+ *   - the tensors' CRC-32s follow the published bytes on the CRC thread, read back;
+ * so only the last bytes are left when the shard is closed. Then the safetensors writer's
+ * fsync + rename + directory fsync, so a shard under its final name is always complete.
  */
 #include "convert_internal.h"
 #include "convert_profile.h"
 
 #include "nvfp4/fileio.h"
-#include "nvfp4/pool.h"
 #include "nvfp4/status.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,11 +30,16 @@
 /* Bytes read back per pread (from the page cache, where the shard was just written): small
  * enough that the copy stays in the core's L2 cache for the SHA-256 or CRC-32 that reads it next,
  * large enough to amortize the call (256 KiB: a single SHA-256 stream 6-15% faster than with
- * 4 MiB on the development VM). */
+ * 4 MiB on the development VM). Also the piece of a held buffer hashed between two checks of
+ * quit. */
 #define READ_CHUNK ((size_t)256 << 10)
-/* A CRC task covers consecutive tensors of at least this many bytes in all (fewer, larger tasks
- * for shards of many small tensors). */
-#define CRC_TASK_MIN ((uint64_t)32 << 20)
+
+/* A job's buffer handed to the hasher: file bytes [off, off + len) are data[0, len). */
+typedef struct cv_span {
+    struct cv_span *next;
+    uint64_t off, len, cost;
+    uint8_t *buf; /* freed (and cost released) once hashed or dropped */
+} cv_span;
 
 struct cv_writer {
     nvf_st_writer *st;
@@ -45,6 +53,14 @@ struct cv_writer {
     pthread_cond_t cv;
     uint64_t ready; /* file bytes [0, ready) are written out */
     int state;      /* OPEN, CLOSED (every byte written), CANCELLED */
+    /* Buffers handed to the hasher (cv_writer_hold), in increasing file offset: */
+    cv_span *spans, **spans_tail;
+    uint64_t held;     /* bytes of the spans queued */
+    uint64_t hold_max; /* at most (0: none taken) */
+    uint64_t span_end; /* the end of the last span taken */
+    int hasher_gone;   /* the hasher stopped: no more taken */
+    void (*release)(void *, uint64_t);
+    void *release_ctx;
 };
 
 enum { OPEN = 0, CLOSED, CANCELLED };
@@ -67,6 +83,7 @@ int cv_writer_open(cv_writer **out, const char *dir, const cv_plan *p, size_t sh
     }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
+    w->spans_tail = &w->spans;
     w->shard = shard;
     w->first_out = s->first_out;
     w->n_out = s->n_out;
@@ -157,7 +174,72 @@ void cv_writer_cancel(cv_writer *w) {
         set_ready(w, 0, CANCELLED);
 }
 
-/* The read-back ---------------------------------------------------------------------------- */
+void cv_writer_hold(cv_writer *w, uint64_t hold_max, void (*release)(void *, uint64_t), void *ctx) {
+    pthread_mutex_lock(&w->mu);
+    w->hold_max = hold_max;
+    w->release = release;
+    w->release_ctx = ctx;
+    pthread_mutex_unlock(&w->mu);
+}
+
+int cv_writer_hand(cv_writer *w, const cv_piece *pcs, size_t n, uint8_t *buf, uint64_t cost) {
+    if (n == 0 || !buf)
+        return 0;
+    /* The pieces must follow one another in the file, as they do in the buffer. */
+    uint64_t off = nvf_st_writer_tensor_offset(w->st, pcs[0].out - w->first_out) + pcs[0].off;
+    uint64_t len = pcs[0].len;
+    for (size_t i = 1; i < n; i++) {
+        if (nvf_st_writer_tensor_offset(w->st, pcs[i].out - w->first_out) + pcs[i].off != off + len)
+            return 0;
+        len += pcs[i].len;
+    }
+    cv_span *sp = malloc(sizeof *sp);
+    if (!sp)
+        return 0;
+    *sp = (cv_span){.off = off, .len = len, .cost = cost, .buf = buf};
+    pthread_mutex_lock(&w->mu);
+    int take =
+        !w->hasher_gone && w->state == OPEN && off >= w->span_end && w->held + len <= w->hold_max;
+    if (take) {
+        *w->spans_tail = sp;
+        w->spans_tail = &sp->next;
+        w->held += len;
+        w->span_end = off + len;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (!take)
+        free(sp);
+    return take;
+}
+
+/* Free a span taken off the queue and release its cost. */
+static void span_free(cv_writer *w, cv_span *sp) {
+    if (!sp)
+        return;
+    free(sp->buf);
+    if (w->release)
+        w->release(w->release_ctx, sp->cost);
+    free(sp);
+}
+
+/* The hasher stops taking spans and drops those queued. */
+static void spans_drop(cv_writer *w) {
+    pthread_mutex_lock(&w->mu);
+    w->hasher_gone = 1;
+    cv_span *sp = w->spans;
+    w->spans = NULL;
+    w->spans_tail = &w->spans;
+    w->held = 0;
+    pthread_mutex_unlock(&w->mu);
+    while (sp) {
+        cv_span *next = sp->next;
+        span_free(w, sp);
+        sp = next;
+    }
+}
+
+/* The hashing ------------------------------------------------------------------------------ */
 
 typedef struct hash_job {
     cv_writer *w;
@@ -165,23 +247,41 @@ typedef struct hash_job {
     int (*quit)(void *);
     void *ctx;
     uint64_t file_bytes;
-    size_t n_groups;
-    size_t *group_first; /* n_groups + 1 bounds: CRC task g covers outputs [first[g], first[g+1]) */
+    atomic_int stop; /* the other of the SHA-256 and the CRC thread failed */
     char sha[65];
+    int crc_rc;
+    nvf_error_state crc_err;
 } hash_job;
 
-static int quitting(const hash_job *h) {
+static int quitting(hash_job *h) {
+    if (atomic_load(&h->stop))
+        return nvf_error_set(NVF_E_INTERRUPTED, "stopped while hashing '%s'", h->w->name);
     return h->quit && h->quit(h->ctx)
                ? nvf_error_set(NVF_E_INTERRUPTED, "interrupted while hashing '%s'", h->w->name)
                : NVF_OK;
 }
 
-/* Wait until the writer has written out bytes past `at` (or closed or cancelled the shard),
- * waking now and then to check quit. @return the bytes ready, or 0 when cancelled. */
-static uint64_t wait_ready(hash_job *h, uint64_t at, int *rc) {
+/* Stop the other thread of the two (it wakes within 50 ms). */
+static void stop_other(hash_job *h) {
+    atomic_store(&h->stop, 1);
+    pthread_mutex_lock(&h->w->mu);
+    pthread_cond_broadcast(&h->w->cv);
+    pthread_mutex_unlock(&h->w->mu);
+}
+
+/* Whether the first queued span covers `at` (under mu). */
+static int span_at(const cv_writer *w, uint64_t at) {
+    return w->spans && w->spans->off <= at;
+}
+
+/* Wait until the writer has written out bytes past `at`, or (with `spans`) handed a span that
+ * covers `at`, or closed or cancelled the shard, waking now and then to check quit.
+ * @return the bytes ready, or 0 when cancelled. */
+static uint64_t wait_ready(hash_job *h, uint64_t at, int spans, int *rc) {
     cv_writer *w = h->w;
     pthread_mutex_lock(&w->mu);
-    while (w->ready <= at && w->state == OPEN && (*rc = quitting(h)) == NVF_OK) {
+    while (w->ready <= at && !(spans && span_at(w, at)) && w->state == OPEN &&
+           (*rc = quitting(h)) == NVF_OK) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 50 * 1000 * 1000;
@@ -192,29 +292,77 @@ static uint64_t wait_ready(hash_job *h, uint64_t at, int *rc) {
         pthread_cond_timedwait(&w->cv, &w->mu, &ts);
     }
     uint64_t ready = w->state == CANCELLED ? 0 : w->ready;
+    int span = spans && span_at(w, at);
     pthread_mutex_unlock(&w->mu);
-    if (*rc == NVF_OK && ready == 0)
+    if (*rc == NVF_OK && ready == 0 && !span)
         *rc = nvf_error_set(NVF_E_INTERRUPTED, "shard '%s' was not finished", w->name);
     return ready;
 }
 
-/* SHA-256 of the whole file, from start to end, following the bytes the writer publishes. */
+/* The first queued span, taken off the queue when it covers `at` (spans wholly before `at`,
+ * read back already, are dropped); else NULL, with *next the offset of the first span (or
+ * UINT64_MAX): the read-back stops there. */
+static cv_span *take_span(cv_writer *w, uint64_t at, uint64_t *next) {
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        cv_span *sp = w->spans;
+        if (sp && sp->off <= at) {
+            w->spans = sp->next;
+            if (!w->spans)
+                w->spans_tail = &w->spans;
+            w->held -= sp->len;
+        } else {
+            *next = sp ? sp->off : UINT64_MAX;
+            sp = NULL;
+        }
+        pthread_mutex_unlock(&w->mu);
+        if (!sp || sp->off + sp->len > at)
+            return sp;
+        span_free(w, sp);
+    }
+}
+
+/* SHA-256 of the whole file, from start to end: the header from memory, then the writer's
+ * spans from memory where they cover the next bytes, the rest read back as published. */
 static int hash_sha(hash_job *h, uint8_t *buf) {
+    cv_writer *w = h->w;
     nvf_sha256 *sha = nvf_sha256_new();
     int rc = sha ? NVF_OK : nvf_error_code();
+    size_t hlen = 0;
+    const uint8_t *header = nvf_st_writer_header(w->st, &hlen);
+    if (rc == NVF_OK)
+        rc = nvf_sha256_update(sha, header, hlen);
     uint64_t ready = 0;
-    for (uint64_t at = 0; rc == NVF_OK && at < h->file_bytes;) {
-        uint64_t t = cv_prof_now();
-        if (ready <= at) {
-            ready = wait_ready(h, at, &rc);
+    for (uint64_t at = hlen; rc == NVF_OK && at < h->file_bytes;) {
+        uint64_t t = cv_prof_now(), next = UINT64_MAX;
+        cv_span *sp = take_span(w, at, &next);
+        if (!sp && ready <= at) {
+            ready = wait_ready(h, at, 1, &rc);
             t = cv_prof_add(CV_P_WAIT_PUBLISHED, t);
+            if (rc == NVF_OK)
+                sp = take_span(w, at, &next);
         }
         if (rc != NVF_OK)
             break;
-        size_t k = ready - at < READ_CHUNK ? (size_t)(ready - at) : READ_CHUNK;
+        if (sp) { /* from memory, from `at` to the span's end */
+            for (uint64_t end = sp->off + sp->len; rc == NVF_OK && at < end;) {
+                size_t k = end - at < READ_CHUNK ? (size_t)(end - at) : READ_CHUNK;
+                rc = quitting(h);
+                if (rc == NVF_OK)
+                    rc = nvf_sha256_update(sha, sp->buf + (at - sp->off), k);
+                at += k;
+            }
+            span_free(w, sp);
+            cv_prof_add(CV_P_SHA, t);
+            continue;
+        }
+        if (ready <= at) /* a span covers `at` after all: taken next time round */
+            continue;
+        uint64_t upto = ready < next ? ready : next;
+        size_t k = upto - at < READ_CHUNK ? (size_t)(upto - at) : READ_CHUNK;
         rc = quitting(h);
         if (rc == NVF_OK)
-            rc = nvf_st_writer_read_at(h->w->st, at, buf, k);
+            rc = nvf_st_writer_read_at(w->st, at, buf, k);
         t = cv_prof_add(CV_P_SHA_READ, t);
         if (rc == NVF_OK)
             rc = nvf_sha256_update(sha, buf, k);
@@ -227,20 +375,29 @@ static int hash_sha(hash_job *h, uint8_t *buf) {
     return rc;
 }
 
-/* CRC-32 of the outputs of group g, each from its own bytes in the file. */
-static int hash_crcs(hash_job *h, size_t g, uint8_t *buf) {
+/* The CRC thread: each tensor's CRC-32, read back as the writer publishes it. */
+static int hash_crcs(hash_job *h, uint8_t *buf) {
+    cv_writer *w = h->w;
     int rc = NVF_OK;
-    for (size_t i = h->group_first[g]; rc == NVF_OK && i < h->group_first[g + 1]; i++) {
-        cv_out *o = &h->p->outs[h->w->first_out + i];
-        uint64_t base = nvf_st_writer_tensor_offset(h->w->st, i);
+    uint64_t ready = 0;
+    for (size_t i = 0; rc == NVF_OK && i < w->n_out; i++) {
+        cv_out *o = &h->p->outs[w->first_out + i];
+        uint64_t base = nvf_st_writer_tensor_offset(w->st, i), end = base + o->bytes;
         uint32_t crc = 0;
-        for (uint64_t at = 0; rc == NVF_OK && at < o->bytes;) {
-            size_t k = o->bytes - at < READ_CHUNK ? (size_t)(o->bytes - at) : READ_CHUNK;
+        for (uint64_t at = base; rc == NVF_OK && at < end;) {
+            if (ready <= at)
+                ready = wait_ready(h, at, 0, &rc);
+            uint64_t t = cv_prof_now();
+            if (rc != NVF_OK)
+                break;
+            uint64_t upto = ready < end ? ready : end;
+            size_t k = upto - at < READ_CHUNK ? (size_t)(upto - at) : READ_CHUNK;
             rc = quitting(h);
             if (rc == NVF_OK)
-                rc = nvf_st_writer_read_at(h->w->st, base + at, buf, k);
+                rc = nvf_st_writer_read_at(w->st, at, buf, k);
             if (rc == NVF_OK)
                 crc = nvf_crc32(crc, buf, k);
+            cv_prof_add(CV_P_CRC, t);
             at += k;
         }
         o->crc32 = crc;
@@ -248,51 +405,51 @@ static int hash_crcs(hash_job *h, size_t g, uint8_t *buf) {
     return rc;
 }
 
-/* CRC task g: the outputs of group g. */
-static int crc_task(void *ctx, size_t g) {
-    hash_job *h = ctx;
+static void crc_run(hash_job *h) {
     uint8_t *buf = malloc(READ_CHUNK);
-    if (!buf)
-        return nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", h->w->name);
-    uint64_t t = cv_prof_now();
-    int rc = hash_crcs(h, g, buf);
-    cv_prof_add(CV_P_CRC, t);
+    int rc =
+        buf ? hash_crcs(h, buf) : nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", h->w->name);
     free(buf);
-    return rc;
+    h->crc_rc = rc;
+    if (rc != NVF_OK) {
+        nvf_error_save(&h->crc_err);
+        stop_other(h);
+    }
+}
+
+static void *crc_main(void *arg) {
+    cv_prof_name_thread("nvf-crc");
+    crc_run(arg);
+    cv_prof_cpu(CV_R_CRC, cv_prof_thread_cpu());
+    return NULL;
 }
 
 int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx) {
     cv_shard *s = &p->shards[w->shard];
     hash_job h = {.w = w, .p = p, .quit = quit, .ctx = ctx};
+    atomic_init(&h.stop, 0);
     h.file_bytes = nvf_st_writer_file_size(w->st);
-    /* The SHA-256 follows the writer; then, once closed, the CRCs side by side. */
+    /* The CRCs on a thread of their own beside the SHA-256 (on this one when it cannot start). */
+    pthread_t crc_thread;
+    int crc_apart = pthread_create(&crc_thread, NULL, crc_main, &h) == 0;
     uint8_t *buf = malloc(READ_CHUNK);
     int rc =
         buf ? hash_sha(&h, buf) : nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", w->name);
     free(buf);
+    spans_drop(w); /* none left when every byte was hashed; else they are freed now */
     uint64_t t = cv_prof_now();
-    if (rc == NVF_OK) /* every byte hashed: wait for the writer's close (or cancel) */
-        (void)wait_ready(&h, h.file_bytes, &rc);
-    cv_prof_add(CV_P_WAIT_PUBLISHED, t);
-    if (rc != NVF_OK)
-        goto done;
-    h.group_first = calloc(w->n_out + 1, sizeof *h.group_first);
-    if (!h.group_first) {
-        rc = nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", w->name);
-        goto done;
-    }
-    uint64_t acc = 0;
-    for (size_t i = 0; i < w->n_out; i++) {
-        if (acc == 0)
-            h.group_first[h.n_groups++] = i;
-        acc += p->outs[w->first_out + i].bytes;
-        if (acc >= CRC_TASK_MIN)
-            acc = 0;
-    }
-    h.group_first[h.n_groups] = w->n_out;
-    t = cv_prof_now();
-    rc = nvf_pool_run(nvf_pool_global(), h.n_groups, 0, crc_task, &h);
+    if (rc != NVF_OK && crc_apart)
+        stop_other(&h);
+    if (crc_apart)
+        pthread_join(crc_thread, NULL);
+    else if (rc == NVF_OK)
+        crc_run(&h);
     t = cv_prof_add(CV_P_CRC_WALL, t);
+    if (rc == NVF_OK && h.crc_rc != NVF_OK)
+        rc = nvf_error_restore(&h.crc_err);
+    if (rc == NVF_OK) /* every byte hashed: wait for the writer's close (or cancel) */
+        (void)wait_ready(&h, h.file_bytes, 0, &rc);
+    t = cv_prof_add(CV_P_WAIT_PUBLISHED, t);
     if (rc == NVF_OK) {
         rc = nvf_st_writer_finish(w->st);
         w->st = NULL; /* finish frees it, whatever the outcome */
@@ -302,14 +459,13 @@ int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx) {
         s->file_bytes = h.file_bytes;
         memcpy(s->sha256, h.sha, sizeof s->sha256);
     }
-done:
-    free(h.group_first);
     /* The writer may still be writing a shard that fails here: it is freed only once the
      * writer has let go of it (closed or cancelled; a failing conversion cancels it). */
     pthread_mutex_lock(&w->mu);
     while (w->state == OPEN)
         pthread_cond_wait(&w->cv, &w->mu);
     pthread_mutex_unlock(&w->mu);
+    spans_drop(w);
     cv_writer_abort(w);
     return rc;
 }
@@ -318,6 +474,10 @@ void cv_writer_abort(cv_writer *w) {
     if (!w)
         return;
     nvf_st_writer_abort(w->st);
+    for (cv_span *sp = w->spans, *next; sp; sp = next) {
+        next = sp->next;
+        span_free(w, sp);
+    }
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     free(w->done);

@@ -127,15 +127,19 @@ if [ "$mode" = large ]; then
         # 4b. With NVFP4_TOOL_BASE (an earlier build): this run on the GPU again, that build and
         #     this one interleaved NVFP4_TOOL_BASE_ROUNDS times (default 2: base new base new), so that a host-pipeline change is
         #     timed side by side on one host; profiles in $OUT/convert-profile-ab-WHICH-rN-cuda.txt.
+        #     NVFP4_AB_ENV="VAR=VALUE" adds a third build in each round: this one with that
+        #     variable set ("newenv"), to split a change into its parts.
         for r in ${NVFP4_TOOL_BASE:+$(seq 1 "${NVFP4_TOOL_BASE_ROUNDS:-2}")}; do
-            for which in base new; do
+            for which in base new ${NVFP4_AB_ENV:+newenv}; do
                 exe=$tool
                 [ "$which" = base ] && exe=$NVFP4_TOOL_BASE
+                abenv=NVFP4_AB_UNSET=1
+                [ "$which" = newenv ] && abenv=$NVFP4_AB_ENV
                 rm -rf "$shm"
                 cat "$big"/*.safetensors >/dev/null
                 t0=$(date +%s.%N)
-                NVFP4_CONVERT_PROFILE=1 "$exe" convert "$big" "$shm" "${devopt[@]}" --json --quiet \
-                    >/dev/null 2>"$OUT/convert-profile-ab-$which-r$r-cuda.txt" || rc=1
+                env "$abenv" NVFP4_CONVERT_PROFILE=1 "$exe" convert "$big" "$shm" "${devopt[@]}" \
+                    --json --quiet >/dev/null 2>"$OUT/convert-profile-ab-$which-r$r-cuda.txt" || rc=1
                 t1=$(date +%s.%N)
                 secs=$(calc "$t1 - $t0")
                 printf ' "tmpfs_ab_%s_r%s": {"convert_s": %.2f, "input_gbs": %.3f},\n' "$which" "$r" \
