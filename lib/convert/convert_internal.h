@@ -217,10 +217,10 @@ int cv_plan_whole_pieces(cv_plan *p);
 int cv_plan_input_scales(cv_plan *p, const char *path);
 
 /* Shard writer: the safetensors header, then pieces of tensors in any order, into NAME.tmp. Two
- * threads share it: the writer (open, write_at, publish, hand, then close or cancel) and a hasher
- * (finish): its SHA-256 follows the written prefix, from the buffers the writer hands over where
- * it can, else read back from the page cache as the writer publishes it; every tensor's CRC-32
- * follows on a thread beside it (read back); then it fsyncs, renames and fsyncs the directory. */
+ * threads share it: the writer (open, write_at, publish, then close or cancel) and a hasher
+ * (finish), which reads the file back from the page cache for its SHA-256 (following the
+ * written prefix as the writer publishes it) and, on a thread beside it, every tensor's CRC-32
+ * (each once complete), then fsyncs, renames and fsyncs the directory. */
 typedef struct cv_writer cv_writer;
 
 /** Start shard `shard` of `p` in `dir` (its NAME.tmp). @return 0 or a status; NULL on failure. */
@@ -231,15 +231,6 @@ int cv_writer_write_at(cv_writer *w, size_t out, uint64_t off, const void *data,
 /** Let the hasher read the tensors complete from the shard's first on (after a job).
  * @return 0 or NVF_E_IO. */
 int cv_writer_publish(cv_writer *w, const cv_plan *p);
-/** Let the writer hand buffers to the hasher (cv_writer_hand), `hold_max` bytes queued at most;
- * release(ctx, cost) is called (on the hasher's thread) for each buffer taken once it is freed.
- * Call before handing; without it nothing is taken. */
-void cv_writer_hold(cv_writer *w, uint64_t hold_max, void (*release)(void *, uint64_t), void *ctx);
-/** After writing and publishing a buffered job: offer its buffer (its pieces `pcs[0, n)` one after
- * the other) to the hasher, which then hashes it from memory, frees it and releases `cost`.
- * Taken only when the pieces are contiguous in the file, after the buffers taken before, and
- * within the hold limit. Writer thread only. @return 1 taken (no longer the caller's), 0 not. */
-int cv_writer_hand(cv_writer *w, const cv_piece *pcs, size_t n, uint8_t *buf, uint64_t cost);
 /**
  * Every job of the shard is written: check every byte of every tensor was (NVF_E_INVALID naming
  * the first that was not) and let the hasher finish. On failure the shard is cancelled. The
@@ -249,7 +240,7 @@ int cv_writer_close(cv_writer *w, const cv_plan *p);
 /** The shard will not be completed: finish removes it. NULL is fine. */
 void cv_writer_cancel(cv_writer *w);
 /**
- * The hasher: SHA-256 of the file as the writer hands and publishes it, the tensors' CRC-32s
+ * The hasher: SHA-256 of the file as the writer publishes it, the tensors' CRC-32s
  * beside it, then, once closed, fsync, rename, directory fsync. Records size and SHA-256 in the
  * shard and the CRCs in its outputs of `p` (which only this call touches). Stops with
  * NVF_E_INTERRUPTED when quit(ctx) is non-zero (quit may be NULL) or the shard is cancelled. Frees

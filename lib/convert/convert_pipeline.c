@@ -8,9 +8,8 @@
  *     buffers in flight exceed --max-host-memory (one job always proceeds); the jobs reach the
  *     writers in that order, whichever worker finishes first;
  *   - the writer threads (convert_writer.c; up to CV_HASHERS, NVFP4_CONVERT_WRITERS) each write
- *     their shards' jobs at their offsets and hand the buffers to the hashers, and the hasher
- *     threads finish the shards (SHA-256 following the writer, mostly from the handed buffers,
- *     CRC-32s beside it, rename, journal);
+ *     their shards' jobs at their offsets, and the hasher threads finish the shards (SHA-256
+ *     following the writer, CRC-32s beside it, rename, journal);
  *   - the SHA-256 of every source file for the manifest, computed beside them as a task of the
  *     core pool.
  * Source pages are released (MADV_DONTNEED) once consumed, so the resident set stays bounded by
@@ -47,14 +46,6 @@ static size_t writers_wanted(void) {
     const char *e = getenv("NVFP4_CONVERT_WRITERS");
     long v = e ? strtol(e, NULL, 10) : CV_HASHERS;
     return v >= 1 && v <= CV_HASHERS ? (size_t)v : CV_HASHERS;
-}
-
-/* Bytes of written buffers each shard's hasher may hold, to hash them from memory:
- * NVFP4_CONVERT_SHA_HOLD (0: none, every byte read back), else 1/16 of --max-host-memory (the
- * held buffers stay in the budget, so at most CV_HASHERS/16 of it waits for the hashers). */
-static uint64_t hold_wanted(const cv_run *r) {
-    const char *e = getenv("NVFP4_CONVERT_SHA_HOLD");
-    return e && *e ? strtoull(e, NULL, 10) : r->opt->max_host_memory / 16;
 }
 
 int cv_pipeline_order(cv_pipeline *pl, size_t writers) {
@@ -352,7 +343,6 @@ int cv_pipeline_run(cv_run *r) {
     pthread_t writers[CV_HASHERS], hashers[CV_HASHERS];
     size_t n_hashers = 0, n_writers = 0;
     int rc = cv_pipeline_order(&pl, writers_wanted());
-    pl.hold = hold_wanted(r);
     cv_prof_pipeline(1);
     cv_prof_threads(CV_R_WRITER, (int)pl.n_writers);
     cv_prof_threads(CV_R_HASHER, CV_HASHERS);

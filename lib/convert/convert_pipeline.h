@@ -51,13 +51,11 @@ typedef struct cv_pipeline {
     size_t *order;
     unsigned char *slot;
     size_t n_writers;     /* 1 .. CV_HASHERS */
-    uint64_t hold;        /* bytes of written buffers a shard's hasher may hold (cv_writer_hold) */
     cv_item *items;       /* by position: positions [0, handed) are handed over */
     unsigned char *ready; /* by position: computed (or a copy job), handed over or not */
     size_t claimed;       /* the next position a compute worker takes */
     size_t handed;        /* the first position not ready (the one the writers need next) */
-    uint64_t inflight;    /* bytes of buffers reserved by the compute workers, not yet freed
-                           * (written, or hashed when handed to a hasher) */
+    uint64_t inflight;    /* bytes of buffers reserved by the compute workers, not yet written */
     uint64_t queued;      /* the part of them handed to the writers */
     int compute_failed;   /* a compute worker failed: the others stop */
     int failed;           /* status of a writer's or hasher's failure */

@@ -26,7 +26,7 @@ typedef enum cv_prof_key {
     CV_P_WAIT_HASHER,    /* writer: waiting for a hasher slot */
     CV_P_WAIT_SHARD,     /* hasher: idle, waiting for a shard */
     CV_P_SHA_READ,       /* hasher: reading the shard back (pread, page cache) */
-    CV_P_SHA,            /* hasher: SHA-256 of the bytes read or handed */
+    CV_P_SHA,            /* hasher: SHA-256 of the bytes read */
     CV_P_WAIT_PUBLISHED, /* hasher: waiting for the writer to publish (or close) */
     CV_P_CRC_WALL,       /* hasher: waiting for its CRC-32 thread after the SHA-256 */
     CV_P_FINALIZE,       /* hasher: fsync, rename, directory fsync */

@@ -2,16 +2,13 @@
  * The shard writer of convert: the safetensors writer of lib/io in its positional mode. Jobs
  * write pieces of tensors at offsets, in any order (into NAME.tmp); every byte of every
  * tensor is counted, so a shard with a byte missing or written twice fails when it is closed.
- * Two threads share a shard: the writer (open, write_at, publish after each job, hand, close)
- * and a hasher (finish), which starts a CRC thread beside it:
- *   - the SHA-256 of the file follows the writer from the header on. A job's buffer that the
- *     writer hands over after writing it (its pieces contiguous in the file, after those handed
- *     before, within a limit of bytes held) is hashed from memory and freed then; the bytes
- *     between (copied tensors, buffers not handed) are read back from the page cache once the
- *     writer has published them (the tensors complete from the first on);
- *   - the tensors' CRC-32s follow the published bytes on the CRC thread, read back;
- * so only the last bytes are left when the shard is closed. Then the safetensors writer's
- * fsync + rename + directory fsync, so a shard under its final name is always complete.
+ * Two threads share a shard: the writer (open, write_at, publish after each job, close) and a
+ * hasher (finish), which starts a CRC thread beside it. Both read the file back as it grows
+ * (from the page cache): the hasher's SHA-256 of the file follows the written prefix (the
+ * tensors complete from the first on, published by the writer) while the writer goes on, and
+ * so does the CRC thread, each tensor's CRC-32 once it is complete; so only the last bytes are
+ * left when the shard is closed. Then the safetensors writer's fsync + rename + directory
+ * fsync, so a shard under its final name is always complete.
  */
 #include "convert_internal.h"
 #include "convert_profile.h"
@@ -30,16 +27,8 @@
 /* Bytes read back per pread (from the page cache, where the shard was just written): small
  * enough that the copy stays in the core's L2 cache for the SHA-256 or CRC-32 that reads it next,
  * large enough to amortize the call (256 KiB: a single SHA-256 stream 6-15% faster than with
- * 4 MiB on the development VM). Also the piece of a held buffer hashed between two checks of
- * quit. */
+ * 4 MiB on the development VM). */
 #define READ_CHUNK ((size_t)256 << 10)
-
-/* A job's buffer handed to the hasher: file bytes [off, off + len) are data[0, len). */
-typedef struct cv_span {
-    struct cv_span *next;
-    uint64_t off, len, cost;
-    uint8_t *buf; /* freed (and cost released) once hashed or dropped */
-} cv_span;
 
 struct cv_writer {
     nvf_st_writer *st;
@@ -53,14 +42,6 @@ struct cv_writer {
     pthread_cond_t cv;
     uint64_t ready; /* file bytes [0, ready) are written out */
     int state;      /* OPEN, CLOSED (every byte written), CANCELLED */
-    /* Buffers handed to the hasher (cv_writer_hold), in increasing file offset: */
-    cv_span *spans, **spans_tail;
-    uint64_t held;     /* bytes of the spans queued */
-    uint64_t hold_max; /* at most (0: none taken) */
-    uint64_t span_end; /* the end of the last span taken */
-    int hasher_gone;   /* the hasher stopped: no more taken */
-    void (*release)(void *, uint64_t);
-    void *release_ctx;
 };
 
 enum { OPEN = 0, CLOSED, CANCELLED };
@@ -83,7 +64,6 @@ int cv_writer_open(cv_writer **out, const char *dir, const cv_plan *p, size_t sh
     }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    w->spans_tail = &w->spans;
     w->shard = shard;
     w->first_out = s->first_out;
     w->n_out = s->n_out;
@@ -174,71 +154,6 @@ void cv_writer_cancel(cv_writer *w) {
         set_ready(w, 0, CANCELLED);
 }
 
-void cv_writer_hold(cv_writer *w, uint64_t hold_max, void (*release)(void *, uint64_t), void *ctx) {
-    pthread_mutex_lock(&w->mu);
-    w->hold_max = hold_max;
-    w->release = release;
-    w->release_ctx = ctx;
-    pthread_mutex_unlock(&w->mu);
-}
-
-int cv_writer_hand(cv_writer *w, const cv_piece *pcs, size_t n, uint8_t *buf, uint64_t cost) {
-    if (n == 0 || !buf)
-        return 0;
-    /* The pieces must follow one another in the file, as they do in the buffer. */
-    uint64_t off = nvf_st_writer_tensor_offset(w->st, pcs[0].out - w->first_out) + pcs[0].off;
-    uint64_t len = pcs[0].len;
-    for (size_t i = 1; i < n; i++) {
-        if (nvf_st_writer_tensor_offset(w->st, pcs[i].out - w->first_out) + pcs[i].off != off + len)
-            return 0;
-        len += pcs[i].len;
-    }
-    cv_span *sp = malloc(sizeof *sp);
-    if (!sp)
-        return 0;
-    *sp = (cv_span){.off = off, .len = len, .cost = cost, .buf = buf};
-    pthread_mutex_lock(&w->mu);
-    int take =
-        !w->hasher_gone && w->state == OPEN && off >= w->span_end && w->held + len <= w->hold_max;
-    if (take) {
-        *w->spans_tail = sp;
-        w->spans_tail = &sp->next;
-        w->held += len;
-        w->span_end = off + len;
-        pthread_cond_broadcast(&w->cv);
-    }
-    pthread_mutex_unlock(&w->mu);
-    if (!take)
-        free(sp);
-    return take;
-}
-
-/* Free a span taken off the queue and release its cost. */
-static void span_free(cv_writer *w, cv_span *sp) {
-    if (!sp)
-        return;
-    free(sp->buf);
-    if (w->release)
-        w->release(w->release_ctx, sp->cost);
-    free(sp);
-}
-
-/* The hasher stops taking spans and drops those queued. */
-static void spans_drop(cv_writer *w) {
-    pthread_mutex_lock(&w->mu);
-    w->hasher_gone = 1;
-    cv_span *sp = w->spans;
-    w->spans = NULL;
-    w->spans_tail = &w->spans;
-    w->held = 0;
-    pthread_mutex_unlock(&w->mu);
-    while (sp) {
-        cv_span *next = sp->next;
-        span_free(w, sp);
-        sp = next;
-    }
-}
-
 /* The hashing ------------------------------------------------------------------------------ */
 
 typedef struct hash_job {
@@ -269,19 +184,12 @@ static void stop_other(hash_job *h) {
     pthread_mutex_unlock(&h->w->mu);
 }
 
-/* Whether the first queued span covers `at` (under mu). */
-static int span_at(const cv_writer *w, uint64_t at) {
-    return w->spans && w->spans->off <= at;
-}
-
-/* Wait until the writer has written out bytes past `at`, or (with `spans`) handed a span that
- * covers `at`, or closed or cancelled the shard, waking now and then to check quit.
- * @return the bytes ready, or 0 when cancelled. */
-static uint64_t wait_ready(hash_job *h, uint64_t at, int spans, int *rc) {
+/* Wait until the writer has written out bytes past `at` (or closed or cancelled the shard),
+ * waking now and then to check quit. @return the bytes ready, or 0 when cancelled. */
+static uint64_t wait_ready(hash_job *h, uint64_t at, int *rc) {
     cv_writer *w = h->w;
     pthread_mutex_lock(&w->mu);
-    while (w->ready <= at && !(spans && span_at(w, at)) && w->state == OPEN &&
-           (*rc = quitting(h)) == NVF_OK) {
+    while (w->ready <= at && w->state == OPEN && (*rc = quitting(h)) == NVF_OK) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 50 * 1000 * 1000;
@@ -292,77 +200,29 @@ static uint64_t wait_ready(hash_job *h, uint64_t at, int spans, int *rc) {
         pthread_cond_timedwait(&w->cv, &w->mu, &ts);
     }
     uint64_t ready = w->state == CANCELLED ? 0 : w->ready;
-    int span = spans && span_at(w, at);
     pthread_mutex_unlock(&w->mu);
-    if (*rc == NVF_OK && ready == 0 && !span)
+    if (*rc == NVF_OK && ready == 0)
         *rc = nvf_error_set(NVF_E_INTERRUPTED, "shard '%s' was not finished", w->name);
     return ready;
 }
 
-/* The first queued span, taken off the queue when it covers `at` (spans wholly before `at`,
- * read back already, are dropped); else NULL, with *next the offset of the first span (or
- * UINT64_MAX): the read-back stops there. */
-static cv_span *take_span(cv_writer *w, uint64_t at, uint64_t *next) {
-    for (;;) {
-        pthread_mutex_lock(&w->mu);
-        cv_span *sp = w->spans;
-        if (sp && sp->off <= at) {
-            w->spans = sp->next;
-            if (!w->spans)
-                w->spans_tail = &w->spans;
-            w->held -= sp->len;
-        } else {
-            *next = sp ? sp->off : UINT64_MAX;
-            sp = NULL;
-        }
-        pthread_mutex_unlock(&w->mu);
-        if (!sp || sp->off + sp->len > at)
-            return sp;
-        span_free(w, sp);
-    }
-}
-
-/* SHA-256 of the whole file, from start to end: the header from memory, then the writer's
- * spans from memory where they cover the next bytes, the rest read back as published. */
+/* SHA-256 of the whole file, from start to end, following the bytes the writer publishes. */
 static int hash_sha(hash_job *h, uint8_t *buf) {
-    cv_writer *w = h->w;
     nvf_sha256 *sha = nvf_sha256_new();
     int rc = sha ? NVF_OK : nvf_error_code();
-    size_t hlen = 0;
-    const uint8_t *header = nvf_st_writer_header(w->st, &hlen);
-    if (rc == NVF_OK)
-        rc = nvf_sha256_update(sha, header, hlen);
     uint64_t ready = 0;
-    for (uint64_t at = hlen; rc == NVF_OK && at < h->file_bytes;) {
-        uint64_t t = cv_prof_now(), next = UINT64_MAX;
-        cv_span *sp = take_span(w, at, &next);
-        if (!sp && ready <= at) {
-            ready = wait_ready(h, at, 1, &rc);
+    for (uint64_t at = 0; rc == NVF_OK && at < h->file_bytes;) {
+        uint64_t t = cv_prof_now();
+        if (ready <= at) {
+            ready = wait_ready(h, at, &rc);
             t = cv_prof_add(CV_P_WAIT_PUBLISHED, t);
-            if (rc == NVF_OK)
-                sp = take_span(w, at, &next);
         }
         if (rc != NVF_OK)
             break;
-        if (sp) { /* from memory, from `at` to the span's end */
-            for (uint64_t end = sp->off + sp->len; rc == NVF_OK && at < end;) {
-                size_t k = end - at < READ_CHUNK ? (size_t)(end - at) : READ_CHUNK;
-                rc = quitting(h);
-                if (rc == NVF_OK)
-                    rc = nvf_sha256_update(sha, sp->buf + (at - sp->off), k);
-                at += k;
-            }
-            span_free(w, sp);
-            cv_prof_add(CV_P_SHA, t);
-            continue;
-        }
-        if (ready <= at) /* a span covers `at` after all: taken next time round */
-            continue;
-        uint64_t upto = ready < next ? ready : next;
-        size_t k = upto - at < READ_CHUNK ? (size_t)(upto - at) : READ_CHUNK;
+        size_t k = ready - at < READ_CHUNK ? (size_t)(ready - at) : READ_CHUNK;
         rc = quitting(h);
         if (rc == NVF_OK)
-            rc = nvf_st_writer_read_at(w->st, at, buf, k);
+            rc = nvf_st_writer_read_at(h->w->st, at, buf, k);
         t = cv_prof_add(CV_P_SHA_READ, t);
         if (rc == NVF_OK)
             rc = nvf_sha256_update(sha, buf, k);
@@ -386,7 +246,7 @@ static int hash_crcs(hash_job *h, uint8_t *buf) {
         uint32_t crc = 0;
         for (uint64_t at = base; rc == NVF_OK && at < end;) {
             if (ready <= at)
-                ready = wait_ready(h, at, 0, &rc);
+                ready = wait_ready(h, at, &rc);
             uint64_t t = cv_prof_now();
             if (rc != NVF_OK)
                 break;
@@ -436,7 +296,6 @@ int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx) {
     int rc =
         buf ? hash_sha(&h, buf) : nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", w->name);
     free(buf);
-    spans_drop(w); /* none left when every byte was hashed; else they are freed now */
     uint64_t t = cv_prof_now();
     if (rc != NVF_OK && crc_apart)
         stop_other(&h);
@@ -445,10 +304,13 @@ int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx) {
     else if (rc == NVF_OK)
         crc_run(&h);
     t = cv_prof_add(CV_P_CRC_WALL, t);
-    if (rc == NVF_OK && h.crc_rc != NVF_OK)
+    /* The CRC thread's failure, unless the SHA-256 failed first (the CRC thread then only
+     * stopped): a read error of the CRC thread stops the SHA-256 too, and is the one told. */
+    if (h.crc_rc != NVF_OK &&
+        (rc == NVF_OK || (rc == NVF_E_INTERRUPTED && h.crc_rc != NVF_E_INTERRUPTED)))
         rc = nvf_error_restore(&h.crc_err);
     if (rc == NVF_OK) /* every byte hashed: wait for the writer's close (or cancel) */
-        (void)wait_ready(&h, h.file_bytes, 0, &rc);
+        (void)wait_ready(&h, h.file_bytes, &rc);
     t = cv_prof_add(CV_P_WAIT_PUBLISHED, t);
     if (rc == NVF_OK) {
         rc = nvf_st_writer_finish(w->st);
@@ -465,7 +327,6 @@ int cv_writer_finish(cv_writer *w, cv_plan *p, int (*quit)(void *), void *ctx) {
     while (w->state == OPEN)
         pthread_cond_wait(&w->cv, &w->mu);
     pthread_mutex_unlock(&w->mu);
-    spans_drop(w);
     cv_writer_abort(w);
     return rc;
 }
@@ -474,10 +335,6 @@ void cv_writer_abort(cv_writer *w) {
     if (!w)
         return;
     nvf_st_writer_abort(w->st);
-    for (cv_span *sp = w->spans, *next; sp; sp = next) {
-        next = sp->next;
-        span_free(w, sp);
-    }
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     free(w->done);

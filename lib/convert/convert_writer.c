@@ -7,13 +7,10 @@
  *     beyond that), is published after every job and closed after its last. The writers write
  *     different files side by side (buffered writes to one file would be serialized by the
  *     kernel's inode lock);
- *   - after writing a buffered job, the writer hands its buffer to the shard's hasher
- *     (cv_writer_hand) instead of freeing it, within pl->hold bytes queued per shard: the
- *     buffer stays in the memory budget until the hasher has hashed it and frees it;
- *   - the hasher threads hash each shard as it grows: its SHA-256 from the handed buffers,
- *     the rest read back from the page cache as published; its tensor CRC-32s on a thread
- *     beside it, read back; then it is renamed into place and recorded in the journal (under a
- *     mutex), several side by side.
+ *   - the hasher threads read each shard back from the page cache as it grows: its SHA-256
+ *     follows the published bytes, and so do its tensor CRC-32s on a thread beside it; then
+ *     it is renamed into place and recorded in the journal (under a mutex), several side by
+ *     side.
  */
 #include "convert_pipeline.h"
 #include "convert_profile.h"
@@ -166,15 +163,6 @@ void *cv_hasher_main(void *arg) {
 
 /* Writers ---------------------------------------------------------------------------------- */
 
-/* A handed buffer hashed and freed by a hasher: its bytes leave the budget. */
-static void release_held(void *ctx, uint64_t cost) {
-    cv_pipeline *pl = ctx;
-    pthread_mutex_lock(&pl->mu);
-    pl->inflight -= cost;
-    pthread_cond_broadcast(&pl->cv);
-    pthread_mutex_unlock(&pl->mu);
-}
-
 /* Take the job at position `pos` once it is handed over (its buffer is then the writer's).
  * @return 0, or non-zero when the conversion fails or stops (nothing taken). */
 static int take(cv_pipeline *pl, size_t pos, cv_item *it) {
@@ -213,8 +201,6 @@ static void write_slot(cv_pipeline *pl, size_t me) {
             open_shard = j->shard;
             jobs_in_shard = 0;
             rc = cv_writer_open(&w, r->opt->dst, p, open_shard);
-            if (rc == NVF_OK)
-                cv_writer_hold(w, pl->hold, release_held, pl);
             t = cv_prof_add(CV_P_OPEN, t);
             if (rc == NVF_OK && hand_to_hashers(pl, w, open_shard)) {
                 w = NULL; /* failing elsewhere: dropped */
@@ -228,15 +214,11 @@ static void write_slot(cv_pipeline *pl, size_t me) {
         if (rc == NVF_OK)
             rc = it.buf ? write_buffered(pl, w, j, it.buf) : write_copy(pl, w, j);
         t = cv_prof_add(it.buf ? CV_P_WRITE : CV_P_COPY, t);
+        free(it.buf);
         if (rc == NVF_OK)
             rc = cv_writer_publish(w, p);
-        int handed = rc == NVF_OK && it.buf &&
-                     cv_writer_hand(w, &p->pieces[j->first_piece], j->n_pieces, it.buf, it.cost);
-        if (!handed)
-            free(it.buf);
         pthread_mutex_lock(&pl->mu);
-        if (!handed)
-            pl->inflight -= it.cost;
+        pl->inflight -= it.cost;
         pl->queued -= it.cost;
         pthread_cond_broadcast(&pl->cv);
         pthread_mutex_unlock(&pl->mu);

@@ -4,10 +4,7 @@
  * writer, and the SHA-256 and CRC-32 the writer records are those that OpenSSL and zlib compute
  * here over the file and the tensors' bytes (also when the hasher follows the writer on
  * another thread). A tensor not fully written fails the finish and
- * leaves no file; a byte written twice is refused. Buffers the writer hands to the hasher
- * (cv_writer_hand) give the same file and hashes, whether all, some (a small hold limit, pieces
- * out of order) or none are taken; pieces not contiguous in the file are refused; every buffer
- * taken is released once, also when the shard is cancelled.
+ * leaves no file; a byte written twice is refused.
  */
 #include "check.h"
 
@@ -19,7 +16,6 @@
 #include <zlib.h>
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,47 +204,16 @@ static void test_incomplete(const char *dir) {
     CHECK(access(path, F_OK) != 0);
 }
 
-/* The writer thread of the two: pieces in the order given, published after each, then close
- * (or, with `cancel`, cancel halfway); with `hand`, each piece's bytes (a copy) offered to the
- * hasher after it is written, with hand == 2 two consecutive pieces at a time when they follow
- * one another in the file. */
+/* The writer thread of the two: pieces in order, published after each, then close (or, with
+ * `cancel`, cancel halfway). */
 typedef struct writer_arg {
     cv_writer *w;
     cv_plan *p;
     const piece *ps;
     size_t n;
     int cancel;
-    int hand;
-    uint64_t offered, taken; /* bytes */
     int rc;
 } writer_arg;
-
-static atomic_ullong g_released, g_releases;
-
-static void count_release(void *ctx, uint64_t cost) {
-    (void)ctx;
-    atomic_fetch_add(&g_released, cost);
-    atomic_fetch_add(&g_releases, 1);
-}
-
-/* Offer pieces ps[0, n) as one buffer (a copy of their bytes one after the other). */
-static void offer(writer_arg *a, const piece *ps, size_t n) {
-    cv_piece cp[2];
-    uint64_t len = 0;
-    for (size_t i = 0; i < n; i++) {
-        cp[i] = (cv_piece){ps[i].out, ps[i].off, ps[i].len};
-        len += ps[i].len;
-    }
-    uint8_t *buf = malloc(len ? len : 1);
-    CHECK(buf != NULL);
-    for (size_t i = 0, at = 0; i < n; at += ps[i].len, i++)
-        memcpy(buf + at, g_data[ps[i].out] + ps[i].off, ps[i].len);
-    a->offered += len;
-    if (cv_writer_hand(a->w, cp, n, buf, len))
-        a->taken += len;
-    else
-        free(buf);
-}
 
 static void *writer_thread(void *arg) {
     writer_arg *a = arg;
@@ -258,19 +223,10 @@ static void *writer_thread(void *arg) {
             cv_writer_cancel(a->w);
             return NULL;
         }
-        size_t k = a->hand == 2 && i + 1 < a->n && a->ps[i + 1].out == a->ps[i].out &&
-                           a->ps[i + 1].off == a->ps[i].off + a->ps[i].len
-                       ? 2
-                       : 1;
-        for (size_t m = 0; a->rc == NVF_OK && m < k; m++)
-            a->rc = cv_writer_write_at(a->w, a->ps[i + m].out, a->ps[i + m].off,
-                                       g_data[a->ps[i + m].out] + a->ps[i + m].off,
-                                       (size_t)a->ps[i + m].len);
+        a->rc = cv_writer_write_at(a->w, a->ps[i].out, a->ps[i].off,
+                                   g_data[a->ps[i].out] + a->ps[i].off, (size_t)a->ps[i].len);
         if (a->rc == NVF_OK)
             a->rc = cv_writer_publish(a->w, a->p);
-        if (a->rc == NVF_OK && a->hand)
-            offer(a, &a->ps[i], k);
-        i += k - 1;
         usleep(200);
     }
     if (a->rc == NVF_OK)
@@ -321,101 +277,6 @@ static void test_threads(const char *dir) {
     free(ps);
 }
 
-/* Buffers handed to the hasher: the same file and hashes as `ref` whatever is taken; every
- * buffer taken is released once (cancelled too). */
-static void test_held(const char *dir) {
-    piece *ps = malloc(4096 * sizeof *ps), *shuffled = malloc(4096 * sizeof *ps);
-    CHECK(ps != NULL && shuffled != NULL);
-    size_t n = cut(ps), ref_len = 0, len = 0;
-    memcpy(shuffled, ps, n * sizeof *ps);
-    for (size_t i = n - 1; i > 0; i--) {
-        size_t k = (size_t)(rnd() % (i + 1));
-        piece t = shuffled[i];
-        shuffled[i] = shuffled[k];
-        shuffled[k] = t;
-    }
-    uint64_t total = 0;
-    for (size_t i = 0; i < n; i++)
-        total += ps[i].len;
-    char *ref = write_pieces(dir, ps, n, &ref_len);
-    static const struct {
-        int shuffled, hand, cancel;
-        uint64_t hold;
-        int all; /* 1: every buffer taken, 0: some not, -1: either */
-    } cases[] = {
-        {0, 1, 0, (uint64_t)1 << 30, 1}, /* in order, no limit: all taken */
-        {0, 2, 0, (uint64_t)1 << 30, 1}, /* two pieces a buffer */
-        {0, 1, 0, 1 << 20, -1},          /* a 1 MiB limit: taken while the hasher keeps up */
-        {0, 1, 0, 0, 0},                 /* no hold: none taken */
-        {1, 1, 0, (uint64_t)1 << 30, 0}, /* shuffled: those behind the last taken refused */
-        {0, 1, 1, (uint64_t)1 << 30, 1}, /* cancelled halfway: all released */
-    };
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        cv_plan p;
-        cv_out outs[N_OUT];
-        cv_shard sh;
-        make_plan(&p, outs, &sh);
-        writer_arg a = {.p = &p,
-                        .ps = cases[c].shuffled ? shuffled : ps,
-                        .n = n,
-                        .hand = cases[c].hand,
-                        .cancel = cases[c].cancel};
-        atomic_store(&g_released, 0);
-        atomic_store(&g_releases, 0);
-        CHECK(cv_writer_open(&a.w, dir, &p, 0) == NVF_OK);
-        cv_writer_hold(a.w, cases[c].hold, count_release, NULL);
-        pthread_t t;
-        CHECK(pthread_create(&t, NULL, writer_thread, &a) == 0);
-        int rc = cv_writer_finish(a.w, &p, NULL, NULL);
-        pthread_join(t, NULL);
-        CHECK_MSG(atomic_load(&g_released) == a.taken, "case %zu: %llu bytes taken, %llu released",
-                  c, (unsigned long long)a.taken, (unsigned long long)atomic_load(&g_released));
-        if (cases[c].all == 1)
-            CHECK_MSG(a.taken == a.offered && a.taken > 0, "case %zu: %llu of %llu taken", c,
-                      (unsigned long long)a.taken, (unsigned long long)a.offered);
-        if (cases[c].all == 0)
-            CHECK_MSG(a.taken < a.offered, "case %zu: all %llu taken", c,
-                      (unsigned long long)a.taken);
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", dir, sh.name);
-        if (cases[c].cancel) {
-            CHECK(rc == NVF_E_INTERRUPTED);
-            CHECK(access(path, F_OK) != 0);
-            continue;
-        }
-        CHECK_MSG(rc == NVF_OK && a.rc == NVF_OK, "case %zu: %s", c, nvf_error_last());
-        CHECK(a.offered == total);
-        char *got = read_file(path, &len);
-        CHECK(len == ref_len && memcmp(got, ref, len) == 0);
-        unsigned char md[SHA256_DIGEST_LENGTH];
-        SHA256((const unsigned char *)got, len, md);
-        char hex[65];
-        for (int i = 0; i < 32; i++)
-            snprintf(hex + 2 * i, 3, "%02x", md[i]);
-        CHECK_MSG(strcmp(hex, sh.sha256) == 0, "case %zu: SHA-256 %s, OpenSSL %s", c, sh.sha256,
-                  hex);
-        check_crcs(outs);
-        CHECK(unlink(path) == 0);
-        free(got);
-    }
-
-    /* Pieces that do not follow one another in the file are refused, the buffer left. */
-    cv_plan p;
-    cv_out outs[N_OUT];
-    cv_shard sh;
-    make_plan(&p, outs, &sh);
-    cv_writer *w = NULL;
-    CHECK(cv_writer_open(&w, dir, &p, 0) == NVF_OK);
-    cv_writer_hold(w, (uint64_t)1 << 30, count_release, NULL);
-    cv_piece gap[2] = {{3, 0, 100}, {3, 200, 100}};
-    uint8_t one[200];
-    CHECK(cv_writer_hand(w, gap, 2, one, sizeof one) == 0);
-    cv_writer_abort(w);
-    free(ref);
-    free(shuffled);
-    free(ps);
-}
-
 int main(void) {
     for (int i = 0; i < N_OUT; i++) {
         g_data[i] = malloc(g_bytes[i] ? (size_t)g_bytes[i] : 1);
@@ -433,9 +294,6 @@ int main(void) {
     snprintf(sub, sizeof sub, "%s/threads", dir);
     CHECK(mkdir(sub, 0755) == 0);
     test_threads(sub);
-    snprintf(sub, sizeof sub, "%s/held", dir);
-    CHECK(mkdir(sub, 0755) == 0);
-    test_held(sub);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);

@@ -5,7 +5,8 @@
 # bytes, by the shim), with several workers, and for jobs over what the host buffer may keep
 # (NVFP4_CONVERT_HOST_KEEP: their own memory, members read in place); the profile counts the
 # staging time only when staging. A read error on a source is exit 1 naming the file, the tensor and the offset, and
-# leaves no manifest and no temporary file; so does a source file replaced during the run.
+# leaves no manifest and no temporary file; so does a source file replaced during the run, and
+# a read error reading a shard back for its hashes (naming the shard).
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -64,6 +65,22 @@ grep -qi 'input/output error' "$tmp/err" || fail "the message lacks the error: $
 if [ -e "$tmp/bad" ]; then
     [ ! -e "$tmp/bad/nvfp4-manifest.json" ] || fail "a failed conversion left a manifest"
     left=$(find "$tmp/bad" -name '*.tmp' | head -3)
+    [ -z "$left" ] || fail "a failed conversion left temporary files: $left"
+fi
+
+# A read error reading a shard back for its SHA-256 and CRC-32s (both follow the writer, on two
+# threads): exit 1 naming the shard, nothing left behind.
+set +e
+ASAN_OPTIONS=$asan PREAD_EIO_UNDER="$tmp/badout" LD_PRELOAD="$tmp/kill_shim.so" \
+    "$NVFP4TOOL" convert "$tmp/src" "$tmp/badout" --quiet 2>"$tmp/err"
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "a shard read-back error exited $rc, want 1: $(cat "$tmp/err")"
+grep -q "cannot read back '$tmp/badout/model-[0-9]*-of-[0-9]*\.safetensors\.tmp': Input/output error" \
+    "$tmp/err" || fail "the message does not name the shard and the error: $(cat "$tmp/err")"
+if [ -e "$tmp/badout" ]; then
+    [ ! -e "$tmp/badout/nvfp4-manifest.json" ] || fail "a failed conversion left a manifest"
+    left=$(find "$tmp/badout" -name '*.tmp' | head -3)
     [ -z "$left" ] || fail "a failed conversion left temporary files: $left"
 fi
 
