@@ -9,6 +9,21 @@ int nvf_cuda_error(cudaError_t e, const char *call, const char *file, int line) 
     return nvf_error_set(NVF_E_CUDA, "%s:%d: %s: %s", file, line, call, cudaGetErrorString(e));
 }
 
+/*
+ * Host threads waiting for the device block (cudaDeviceScheduleBlockingSync) instead of spinning,
+ * the runtime's default with fewer contexts than CPUs: a conversion's compute workers wait for
+ * their uploads, kernels and downloads on CPUs that its hashing needs. NVFP4_CUDA_SYNC=spin keeps
+ * the default (for timing one against the other). Best effort: where the device's flags cannot
+ * be set, the default stays. Events and streams time the same either way.
+ */
+static void set_sync_flags(void) {
+    const char *e = getenv("NVFP4_CUDA_SYNC");
+    if (e && strcmp(e, "spin") == 0)
+        return;
+    if (cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
 int nvf_cuda_ctx_create(nvf_cuda_ctx **out, int device) {
     int rc = 0, n = 0;
     *out = NULL;
@@ -22,6 +37,7 @@ int nvf_cuda_ctx_create(nvf_cuda_ctx **out, int device) {
         return nvf_error_set(NVF_E_NOMEM, "no memory for the context of cuda:%d", device);
     c->device = device;
     NVF_CUDA_TRY(cudaSetDevice(device));
+    set_sync_flags();
     NVF_CUDA_TRY(cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount, device));
     for (int i = 0; i < NVF_CUDA_STREAMS; i++)
         NVF_CUDA_TRY(cudaStreamCreateWithFlags(&c->streams[i], cudaStreamNonBlocking));

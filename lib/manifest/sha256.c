@@ -125,15 +125,15 @@ int nvf_hash_file_ex(char out[65], uint64_t *out_bytes, const char *path, nvf_ha
 #ifdef POSIX_FADV_SEQUENTIAL
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
-    buf = malloc(NVF_HASH_CHUNK);
+    buf = malloc(NVF_HASH_READ);
     h = nvf_sha256_new();
     if (!buf || !h) {
         rc = nvf_error_set(NVF_E_NOMEM, "no memory to hash '%s'", path);
         goto done;
     }
-    uint64_t total = 0;
+    uint64_t total = 0, told = 0; /* bytes told to on_chunk so far */
     for (;;) {
-        ssize_t r = read(fd, buf, NVF_HASH_CHUNK);
+        ssize_t r = read(fd, buf, NVF_HASH_READ);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
@@ -141,8 +141,13 @@ int nvf_hash_file_ex(char out[65], uint64_t *out_bytes, const char *path, nvf_ha
                                (unsigned long long)total, strerror(errno));
             goto done;
         }
-        if (r == 0)
+        if (r == 0) {
+            if (on_chunk && total > told && on_chunk(user, total - told) != 0) {
+                rc = nvf_error_set(NVF_E_INTERRUPTED, "interrupted while hashing '%s'", path);
+                goto done;
+            }
             break;
+        }
         rc = nvf_sha256_update(h, buf, (size_t)r);
         if (rc != NVF_OK)
             goto done;
@@ -152,9 +157,13 @@ int nvf_hash_file_ex(char out[65], uint64_t *out_bytes, const char *path, nvf_ha
                                   (size_t)r - (size_t)skip);
         }
         total += (uint64_t)r;
-        if (on_chunk && on_chunk(user, (uint64_t)r) != 0) {
-            rc = nvf_error_set(NVF_E_INTERRUPTED, "interrupted while hashing '%s'", path);
-            goto done;
+        if (on_chunk && total - told >= NVF_HASH_CHUNK) {
+            uint64_t news = total - told;
+            told = total;
+            if (on_chunk(user, news) != 0) {
+                rc = nvf_error_set(NVF_E_INTERRUPTED, "interrupted while hashing '%s'", path);
+                goto done;
+            }
         }
     }
     rc = nvf_sha256_final(h, out);

@@ -10,8 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Read size of the hashing loop: large enough for sequential throughput, small enough to keep
- * one buffer per worker thread cheap. */
+/* Read size of the hashing loop: small enough that the bytes read stay in the core's L2 cache
+ * for the SHA-256 that reads them next (one SHA-256 stream 10-18% faster with 128 KiB than with
+ * 8 MiB reads of a cached file on the development VM), large enough to amortize the call. */
+#define NVF_HASH_READ ((size_t)128 << 10)
+/* Bytes between two calls of the chunk callback (progress, stop). */
 #define NVF_HASH_CHUNK ((size_t)8 << 20)
 
 /** Running CRC-32s of a safetensors file's tensors (arrays of n, in data-offset order). */
@@ -30,8 +33,9 @@ void nvf_hash_tensors_feed(nvf_hash_tensors *t, const uint8_t *p, uint64_t at, s
 typedef int (*nvf_hash_chunk_fn)(void *user, uint64_t bytes);
 
 /**
- * SHA-256 and size of the file at `path`, read with read() in NVF_HASH_CHUNK pieces; with `t`,
- * the tensors' CRC-32s from the same bytes. NVF_E_INTERRUPTED when `on_chunk` says stop.
+ * SHA-256 and size of the file at `path`, read with read() in NVF_HASH_READ pieces; with `t`,
+ * the tensors' CRC-32s from the same bytes; `on_chunk` called every NVF_HASH_CHUNK bytes and at
+ * the end. NVF_E_INTERRUPTED when `on_chunk` says stop.
  */
 int nvf_hash_file_ex(char out[65], uint64_t *out_bytes, const char *path, nvf_hash_tensors *t,
                      nvf_hash_chunk_fn on_chunk, void *user);
