@@ -82,14 +82,8 @@ __device__ __forceinline__ uint32_t bf16_his(uint32_t x, uint32_t y) {
  * chunk w for every row, then each weight row's word w decoded and fed to the MMAs of both
  * 16-row halves, so a step holds one chunk of A fragments instead of all four (32 registers a
  * 16-row half) and a 32-row tile decodes its weights once. Each accumulator sees its MMAs in
- * the same order as with AM_SMEM. AM_SMEM_PP (v14) is AM_SMEM_WORD with the K loop's two
- * register sets of weight bytes written out as a ping-pong (a step computes from one while the
- * next step's bytes load into the other: no copies between them, which the compiler did not
- * rename away: 40-48 IMAD.MOV of a loop of 945-1266 instructions in v13's SASS) and A's chunks
- * read from the stage for every row, without zeroing first the fragments of rows the expert
- * lacks (48 CS2R in the 32-row loop): the stage holds zeros there (the copies zero-fill them),
- * so the MMAs get the same values. */
-enum { AM_GLOBAL, AM_SMEM, AM_SMEM_WORD, AM_SMEM_PP };
+ * the same order as with AM_SMEM. */
+enum { AM_GLOBAL, AM_SMEM, AM_SMEM_WORD };
 #define A_ROW_BYTES 272
 #define A_STAGES    2 /* the K loop alternates them (slot ^= 1) */
 __device__ __forceinline__ uint32_t a_chunk(int r, int t, int i) {
@@ -100,9 +94,8 @@ __device__ __forceinline__ uint32_t a_chunk(int r, int t, int i) {
  * the lane's four (block w / 2), the A fragments of chunk w of the tile's rows (the second
  * 16-row half zeros, or with MT 2 skipped, where the expert has no rows there: the whole warp
  * agrees), then per weight row its word decoded, scaled and fed to MMA steps 2w and 2w + 1 of
- * every half (k slots as DQ_BITS's, see gemm_tile). With ZERO false (AM_SMEM_PP), every row's
- * chunk is read from the stage, which holds zeros where the expert has no rows. */
-template <int MT, int NT, bool ZERO = true>
+ * every half (k slots as DQ_BITS's, see gemm_tile). */
+template <int MT, int NT>
 __device__ __forceinline__ void word_steps(float (*acc)[NT][4], const uint8_t *stage,
                                            const uint32_t *slut, const uint32_t *csf,
                                            const uint32_t (*cq)[4], int r0, int cnt, int g, int t) {
@@ -122,7 +115,7 @@ __device__ __forceinline__ void word_steps(float (*acc)[NT][4], const uint8_t *s
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     uint4 v = make_uint4(0u, 0u, 0u, 0u);
-                    if (!ZERO || (mt == 0 && h == 0) || r0 + 16 * mt + 8 * h < cnt)
+                    if ((mt == 0 && h == 0) || r0 + 16 * mt + 8 * h < cnt)
                         v = *(const uint4 *)(stage + a_chunk(16 * mt + g + 8 * h, t, w));
                     /* step 2w + c pairs A words c and c + 2 of the chunk */
                     af[mt][h][0] = bf16_los(v.x, v.z);
@@ -203,8 +196,8 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
     const uint16_t *csrc[a_copies];
     uint32_t cdst[a_copies], cbytes[a_copies];
     if constexpr (as) {
-        static_assert((MT == 1 || (MT == 2 && (AM == AM_SMEM_WORD || AM == AM_SMEM_PP))) &&
-                          WM == 1 && KB == 2 && WN * 32 == 128 && DQ == DQ_BITS,
+        static_assert((MT == 1 || (MT == 2 && AM == AM_SMEM_WORD)) && WM == 1 && KB == 2 &&
+                          WN * 32 == 128 && DQ == DQ_BITS,
                       "A through shared memory: the 16- and 32-row kernels");
 #pragma unroll
         for (int u = 0; u < a_copies; u++) {
@@ -270,153 +263,126 @@ __device__ __forceinline__ void gemm_tile(const uint32_t *lut, const uint32_t *s
         issue_a(c0, 0);
         cp_commit();
     }
-    if constexpr (AM == AM_SMEM_PP) {
-        static_assert(PF && KB == 2, "AM_SMEM_PP: the ping-pong of prefetched 16-byte steps");
-        /* The step at c: its A stage landed, the next stage's copies issued, its words from
-         * (q, sf) through the MMAs. */
-        auto step = [&](int64_t c, const uint32_t(*q)[2 * KB], const uint32_t *sf) {
+    /* two steps per loop iteration: with prefetch (PF) the copies of the next step's bytes
+     * into this step's registers are renamed away (3-8% faster at 8-256 tokens, DeepSeek-V3 and
+     * GPT-OSS-120B; bench/results/bits-h200-v8/c10-8df8aed/) */
+#pragma unroll 2
+    for (int64_t c = c0; c < c1; c += KB) {
+        uint32_t cq[NT][2 * KB], csf[NT];
+        if (PF) {
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                csf[nt] = bsf[nt];
+#pragma unroll
+                for (int i = 0; i < 2 * KB; i++)
+                    cq[nt][i] = bq[nt][i];
+            }
+            if (c + KB < c1)
+                load_b(c + KB, bq, bsf);
+        } else {
+            load_b(c, cq, csf);
+        }
+        if constexpr (as) {
+            /* this step's stage has landed (this thread's chunks, then every thread's), and
+             * every warp is done with the other stage */
             cp_wait<0>();
             __syncthreads();
             if (c + KB < c1) {
                 issue_a(c + KB, slot ^ 1);
                 cp_commit();
             }
-            word_steps<MT, NT, false>(acc, abuf + slot * a_stage, slut, sf, q, r0, cnt, g, t);
-            slot ^= 1;
-        };
-        uint32_t bq2[NT][2 * KB], bsf2[NT];
-#pragma unroll 1
-        for (int64_t c = c0; c < c1; c += 2 * KB) {
-            if (c + KB < c1)
-                load_b(c + KB, bq2, bsf2);
-            step(c, bq, bsf);
-            if (c + KB >= c1)
-                break;
-            if (c + 2 * KB < c1)
-                load_b(c + 2 * KB, bq, bsf);
-            step(c + KB, bq2, bsf2);
         }
-    } else
-    /* two steps per loop iteration: with prefetch (PF) the copies of the next step's bytes
-     * into this step's registers are renamed away (3-8% faster at 8-256 tokens, DeepSeek-V3 and
-     * GPT-OSS-120B; bench/results/bits-h200-v8/c10-8df8aed/) */
-#pragma unroll 2
-        for (int64_t c = c0; c < c1; c += KB) {
-            uint32_t cq[NT][2 * KB], csf[NT];
-            if (PF) {
+        if constexpr (AM == AM_SMEM_WORD) {
+            word_steps<MT, NT>(acc, abuf + slot * a_stage, slut, csf, cq, r0, cnt, g, t);
+            slot ^= 1;
+            continue;
+        }
+        int64_t kb = c * 4 + KB * t;
+        bool kok = KB == 2 || kb < kcols; /* KB 2: K % 128 == 0, every block exists */
+        uint4 aq[MT][2][2 * KB];
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    csf[nt] = bsf[nt];
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                /* rows beyond the expert's read its first row (arow): their rows of the product
+                 * are not stored. Half-tiles of such rows only (the whole warp agrees) are not
+                 * read; the tile's first half has its first row. */
+                int first = r0 + (wm * MT + mt) * 16 + 8 * h;
+                if (as && (h == 0 || first < cnt)) {
 #pragma unroll
                     for (int i = 0; i < 2 * KB; i++)
-                        cq[nt][i] = bq[nt][i];
-                }
-                if (c + KB < c1)
-                    load_b(c + KB, bq, bsf);
-            } else {
-                load_b(c, cq, csf);
-            }
-            if constexpr (as) {
-                /* this step's stage has landed (this thread's chunks, then every thread's), and
-                 * every warp is done with the other stage */
-                cp_wait<0>();
-                __syncthreads();
-                if (c + KB < c1) {
-                    issue_a(c + KB, slot ^ 1);
-                    cp_commit();
+                        aq[mt][h][i] =
+                            *(const uint4 *)(abuf + slot * a_stage + a_chunk(g + 8 * h, t, i));
+                } else if (!as && ((WM == 1 && mt == 0 && h == 0) || first < cnt) && kok) {
+                    const uint4 *p = (const uint4 *)(arow[mt][h] + kb * 16);
+#pragma unroll
+                    for (int i = 0; i < 2 * KB; i++)
+                        aq[mt][h][i] = __ldg(p + i);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 2 * KB; i++)
+                        aq[mt][h][i] = make_uint4(0u, 0u, 0u, 0u);
                 }
             }
-            if constexpr (AM == AM_SMEM_WORD) {
-                word_steps<MT, NT>(acc, abuf + slot * a_stage, slut, csf, cq, r0, cnt, g, t);
-                slot ^= 1;
-                continue;
-            }
-            int64_t kb = c * 4 + KB * t;
-            bool kok = KB == 2 || kb < kcols; /* KB 2: K % 128 == 0, every block exists */
-            uint4 aq[MT][2][2 * KB];
+        /* A's fragment words per step: with DQ_BITS, step st = 2w + c (word w of the lane's
+         * values, c = 0 or 1) takes k slots (8w + 2c, 8w + 2c + 4) and (8w + 2c + 1, 8w + 2c + 5),
+         * the pairs e2m1x8_bf16x2 makes of weight word w; otherwise (4st, 4st + 1) and (4st + 2,
+         * 4st + 3), a byte's two codes */
+        uint32_t af[MT][2][8 * KB];
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++)
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    /* rows beyond the expert's read its first row (arow): their rows of the product
-                     * are not stored. Half-tiles of such rows only (the whole warp agrees) are not
-                     * read; the tile's first half has its first row. */
-                    int first = r0 + (wm * MT + mt) * 16 + 8 * h;
-                    if (as && (h == 0 || first < cnt)) {
+            for (int h = 0; h < 2; h++)
 #pragma unroll
-                        for (int i = 0; i < 2 * KB; i++)
-                            aq[mt][h][i] =
-                                *(const uint4 *)(abuf + slot * a_stage + a_chunk(g + 8 * h, t, i));
-                    } else if (!as && ((WM == 1 && mt == 0 && h == 0) || first < cnt) && kok) {
-                        const uint4 *p = (const uint4 *)(arow[mt][h] + kb * 16);
-#pragma unroll
-                        for (int i = 0; i < 2 * KB; i++)
-                            aq[mt][h][i] = __ldg(p + i);
-                    } else {
-#pragma unroll
-                        for (int i = 0; i < 2 * KB; i++)
-                            aq[mt][h][i] = make_uint4(0u, 0u, 0u, 0u);
-                    }
-                }
-            /* A's fragment words per step: with DQ_BITS, step st = 2w + c (word w of the lane's
-             * values, c = 0 or 1) takes k slots (8w + 2c, 8w + 2c + 4) and (8w + 2c + 1, 8w + 2c +
-             * 5), the pairs e2m1x8_bf16x2 makes of weight word w; otherwise (4st, 4st + 1) and (4st
-             * + 2, 4st + 3), a byte's two codes */
-            uint32_t af[MT][2][8 * KB];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-#pragma unroll
-                    for (int st = 0; st < 4 * KB; st++) {
-                        if constexpr (DQ == DQ_BITS) {
-                            int x = 4 * (st >> 1) + (st & 1);
-                            uint32_t lo = word_of(aq[mt][h], x), hi = word_of(aq[mt][h], x + 2);
-                            af[mt][h][2 * st] = bf16_los(lo, hi);
-                            af[mt][h][2 * st + 1] = bf16_his(lo, hi);
-                        } else {
-                            af[mt][h][2 * st] = word_of(aq[mt][h], 2 * st);
-                            af[mt][h][2 * st + 1] = word_of(aq[mt][h], 2 * st + 1);
-                        }
-                    }
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                uint32_t bw[8 * KB];
-#pragma unroll
-                for (int j = 0; j < KB; j++) {
-                    uint32_t s2, sb = (csf[nt] >> (8 * j)) & 0xFFu;
-                    if (DQ != DQ_DECODE) {
-                        s2 = slut[sb];
-                    } else {
-                        uint32_t s = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)sb));
-                        s2 = s | (s << 16);
-                    }
+                for (int st = 0; st < 4 * KB; st++) {
                     if constexpr (DQ == DQ_BITS) {
-#pragma unroll
-                        for (int i = 0; i < 2; i++) {
-                            uint32_t r[4];
-                            e2m1x8_bf16x2(cq[nt][2 * j + i], r);
-#pragma unroll
-                            for (int q = 0; q < 4; q++)
-                                bw[8 * j + 4 * i + q] = bf16x2_mul(r[q], s2);
-                        }
+                        int x = 4 * (st >> 1) + (st & 1);
+                        uint32_t lo = word_of(aq[mt][h], x), hi = word_of(aq[mt][h], x + 2);
+                        af[mt][h][2 * st] = bf16_los(lo, hi);
+                        af[mt][h][2 * st + 1] = bf16_his(lo, hi);
                     } else {
-#pragma unroll
-                        for (int i = 0; i < 8; i++)
-                            bw[8 * j + i] = bf16x2_mul(
-                                e2m1_pair<false>(lut, cq[nt][2 * j + (i >> 2)], i & 3), s2);
+                        af[mt][h][2 * st] = word_of(aq[mt][h], 2 * st);
+                        af[mt][h][2 * st + 1] = word_of(aq[mt][h], 2 * st + 1);
                     }
                 }
 #pragma unroll
-                for (int st = 0; st < 4 * KB; st++)
+        for (int nt = 0; nt < NT; nt++) {
+            uint32_t bw[8 * KB];
 #pragma unroll
-                    for (int mt = 0; mt < MT; mt++)
-                        mma_bf16(acc[mt][nt], af[mt][0][2 * st], af[mt][1][2 * st],
-                                 af[mt][0][2 * st + 1], af[mt][1][2 * st + 1], bw[2 * st],
-                                 bw[2 * st + 1]);
+            for (int j = 0; j < KB; j++) {
+                uint32_t s2, sb = (csf[nt] >> (8 * j)) & 0xFFu;
+                if (DQ != DQ_DECODE) {
+                    s2 = slut[sb];
+                } else {
+                    uint32_t s = nvf_f32_to_bf16_rn(nvf_e4m3_to_f32((uint8_t)sb));
+                    s2 = s | (s << 16);
+                }
+                if constexpr (DQ == DQ_BITS) {
+#pragma unroll
+                    for (int i = 0; i < 2; i++) {
+                        uint32_t r[4];
+                        e2m1x8_bf16x2(cq[nt][2 * j + i], r);
+#pragma unroll
+                        for (int q = 0; q < 4; q++)
+                            bw[8 * j + 4 * i + q] = bf16x2_mul(r[q], s2);
+                    }
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+                        bw[8 * j + i] =
+                            bf16x2_mul(e2m1_pair<false>(lut, cq[nt][2 * j + (i >> 2)], i & 3), s2);
+                }
             }
-            slot ^= 1;
+#pragma unroll
+            for (int st = 0; st < 4 * KB; st++)
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+                    mma_bf16(acc[mt][nt], af[mt][0][2 * st], af[mt][1][2 * st],
+                             af[mt][0][2 * st + 1], af[mt][1][2 * st + 1], bw[2 * st],
+                             bw[2 * st + 1]);
         }
+        slot ^= 1;
+    }
     if constexpr (as) /* the next tile's copies overwrite the stages */
         __syncthreads();
 
@@ -491,16 +457,12 @@ done:
  * registers, 384 bytes spilled) was 50% slower. From v8, 16-row tiles decode without the table
  * (DQ_BITS): 3-15% faster at 8-256 tokens (bench/results/bits-h200-v8/); from v10, with
  * K % 128 == 0, their A rows come through shared memory (AM_SMEM): 5-8% faster at 8-256 tokens
- * (bench/results/smem-h200-v10/); v13, the same with AM_SMEM_WORD's order; v14 with
- * AM_SMEM_PP's ping-pong. */
+ * (bench/results/smem-h200-v10/); v13, the same with AM_SMEM_WORD's order. */
 template <int MT, int NT, int WM, int WN, int KB>
 static int launch_reg(int v, float *ws, int64_t stride, const uint16_t *a, int gather,
                       const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k, int cps,
                       const nvf_cuda_moe_plan *plan, cudaStream_t st) {
     if constexpr (MT == 1 && KB == 2) {
-        if (v >= 14)
-            return launch<MT, NT, WM, WN, KB, true, DQ_BITS, 4, AM_SMEM_PP>(
-                ws, stride, a, gather, w, sf, n, k, cps, plan, st);
         if (v >= 13)
             return launch<MT, NT, WM, WN, KB, true, DQ_BITS, 4, AM_SMEM_WORD>(
                 ws, stride, a, gather, w, sf, n, k, cps, plan, st);
@@ -549,12 +511,8 @@ extern "C" int nvf_cuda_moe_gemm(float *ws, int64_t ws_split_stride, const uint1
                                        chunks_per_split, plan,
                                        v >= 5 && k >= REP_LUT_MIN_K ? 2 : v >= 4, stream);
     if (moe_gemm_use_reg32(k, plan->tile_rows))
-        return v >= 14 ? launch<2, 4, 1, 4, 2, true, DQ_BITS, REG32_CTAS, AM_SMEM_PP>(
-                             ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
-                             stream)
-                       : launch<2, 4, 1, 4, 2, true, DQ_BITS, REG32_CTAS, AM_SMEM_WORD>(
-                             ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
-                             stream);
+        return launch<2, 4, 1, 4, 2, true, DQ_BITS, REG32_CTAS, AM_SMEM_WORD>(
+            ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan, stream);
     if (plan->tile_rows == 16)
         return kb == 2 ? launch_reg<1, 4, 1, 4, 2>(v, ws, ws_split_stride, a, gather, w, sf, n, k,
                                                    chunks_per_split, plan, stream)

@@ -31,9 +31,7 @@
  * bench/results/final-h200-afc547e/; capped for 4 CTAs per SM the 32-row kernel spilled 144
  * bytes and was 12% slower at 512 tokens, final-h200-193c4b6/). bench moe at 00142a7 on the H200:
  * v2 is 4-12% faster than v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even
- * elsewhere (bench/results/moe-v[23]-h200-*-00142a7.json). v14: v13 with the register
- * kernels' K loop as AM_SMEM_PP (an explicit ping-pong of the prefetched weight words, no
- * zeroed A fragments; kernels/moe_gemm.cu), for timing beside v13. Read once. */
+ * elsewhere (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
 int moe_gemm_version(void) {
     static int v = 0;
     if (v == 0) {
@@ -49,7 +47,6 @@ int moe_gemm_version(void) {
             : strcmp(env, "v8") == 0  ? 8
             : strcmp(env, "v10") == 0 ? 10
             : strcmp(env, "v12") == 0 ? 12
-            : strcmp(env, "v14") == 0 ? 14
                                       : 13;
     }
     return v;
