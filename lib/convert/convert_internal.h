@@ -279,6 +279,8 @@ typedef struct cv_sources {
     char **names;        /* owned */
     uint64_t *bytes;     /* filled by cv_sources_hash */
     char (*sha)[65];     /* filled by cv_sources_hash */
+    uint64_t (*id)[2];   /* (st_dev, st_ino) of the files the conversion opened and checked (its
+                            shards), {0, 0} for the others: hashed only while still that file */
     unsigned char *only; /* NULL, or n flags: cv_sources_hash hashes only the flagged files
                             (--shard i/N: this part's share); owned */
 } cv_sources;

@@ -115,13 +115,21 @@ void nvf_hash_tensors_feed(nvf_hash_tensors *t, const uint8_t *p, uint64_t at, s
 
 int nvf_hash_file_ex(char out[65], uint64_t *out_bytes, const char *path, nvf_hash_tensors *t,
                      nvf_hash_chunk_fn on_chunk, void *user) {
+    int fd;
+    struct stat st;
+    int rc = nvf_file_open_regular(&fd, &st, path);
+    if (rc != NVF_OK)
+        return rc;
+    rc = nvf_hash_fd_ex(out, out_bytes, fd, path, t, on_chunk, user);
+    close(fd);
+    return rc;
+}
+
+int nvf_hash_fd_ex(char out[65], uint64_t *out_bytes, int fd, const char *path, nvf_hash_tensors *t,
+                   nvf_hash_chunk_fn on_chunk, void *user) {
     int rc = NVF_OK;
     uint8_t *buf = NULL;
     nvf_sha256 *h = NULL;
-    int fd;
-    struct stat st;
-    if ((rc = nvf_file_open_regular(&fd, &st, path)) != NVF_OK)
-        return rc;
 #ifdef POSIX_FADV_SEQUENTIAL
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
@@ -172,7 +180,6 @@ int nvf_hash_file_ex(char out[65], uint64_t *out_bytes, const char *path, nvf_ha
 done:
     nvf_sha256_free(h);
     free(buf);
-    close(fd);
     /* Files are hashed on the core pool, whose threads outlive the call: give back OpenSSL's
      * per-thread state now (made again on the next use), as a thread that ends would. */
     OPENSSL_thread_stop();

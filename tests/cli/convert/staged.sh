@@ -5,8 +5,9 @@
 # bytes, by the shim), with several workers, and for jobs over what the host buffer may keep
 # (NVFP4_CONVERT_HOST_KEEP: their own memory, members read in place); the profile counts the
 # staging time only when staging. A read error on a source is exit 1 naming the file, the tensor and the offset, and
-# leaves no manifest and no temporary file; so does a source file replaced during the run, and
-# a read error reading a shard back for its hashes (naming the shard).
+# leaves no manifest and no temporary file; so does a source file replaced during the run (read
+# staged, or in place and then hashed for the manifest), and a read error reading a shard back
+# for its hashes (naming the shard).
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -95,5 +96,18 @@ set -e
 [ $rc -eq 1 ] || fail "a replaced source exited $rc, want 1: $(cat "$tmp/err")"
 grep -q "model-00002-of-00005.safetensors' was replaced during the conversion" "$tmp/err" ||
     fail "the message does not say the source was replaced: $(cat "$tmp/err")"
+
+# The same read in place (no staged reads: the replacement comes before the source hashing
+# opens the file): the manifest must not name the replacement's SHA-256, exit 1 naming it.
+set +e
+ASAN_OPTIONS=$asan REPLACE_AT_OPEN=model-00002-of-00005.safetensors \
+    LD_PRELOAD="$tmp/kill_shim.so" NVFP4_CONVERT_STAGE=0 \
+    "$NVFP4TOOL" convert "$tmp/src" "$tmp/replaced2" --quiet 2>"$tmp/err"
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "a source replaced before its hashing exited $rc, want 1: $(cat "$tmp/err")"
+grep -q "model-00002-of-00005.safetensors' was replaced during the conversion (hashing it" \
+    "$tmp/err" || fail "the message does not say the source was replaced: $(cat "$tmp/err")"
+[ ! -e "$tmp/replaced2/nvfp4-manifest.json" ] || fail "a replaced source left a manifest"
 [ ! -e "$tmp/replaced/nvfp4-manifest.json" ] || fail "a failed conversion left a manifest"
 echo ok

@@ -40,4 +40,9 @@ typedef int (*nvf_hash_chunk_fn)(void *user, uint64_t bytes);
 int nvf_hash_file_ex(char out[65], uint64_t *out_bytes, const char *path, nvf_hash_tensors *t,
                      nvf_hash_chunk_fn on_chunk, void *user);
 
+/** The same for `fd`, open on `path` (named in messages) and read from its current offset;
+ * the caller closes it. */
+int nvf_hash_fd_ex(char out[65], uint64_t *out_bytes, int fd, const char *path, nvf_hash_tensors *t,
+                   nvf_hash_chunk_fn on_chunk, void *user);
+
 #endif
