@@ -53,61 +53,43 @@ c = json.load(open(sys.argv[1]))['profile']['compute']
 assert c['stage'] == 0, c  # no job small enough to stage
 PY
 
-# A read error on a source: exit 1, the file, tensor and offset named, nothing left behind.
-set +e
-ASAN_OPTIONS=$asan PREAD_EIO_UNDER="$tmp/src" LD_PRELOAD="$tmp/kill_shim.so" NVFP4_CONVERT_STAGE=1 \
-    "$NVFP4TOOL" convert "$tmp/src" "$tmp/bad" --quiet 2>"$tmp/err"
-rc=$?
-set -e
-[ $rc -eq 1 ] || fail "a source read error exited $rc, want 1: $(cat "$tmp/err")"
-grep -q "$tmp/src/model-.*\.safetensors': reading [0-9]* bytes of '.*' at offset [0-9]*: " \
-    "$tmp/err" || fail "the message does not name the file, tensor and offset: $(cat "$tmp/err")"
-grep -qi 'input/output error' "$tmp/err" || fail "the message lacks the error: $(cat "$tmp/err")"
-if [ -e "$tmp/bad" ]; then
-    [ ! -e "$tmp/bad/nvfp4-manifest.json" ] || fail "a failed conversion left a manifest"
-    left=$(find "$tmp/bad" -name '*.tmp' | head -3)
-    [ -z "$left" ] || fail "a failed conversion left temporary files: $left"
-fi
+# must_fail DST PATTERN VAR=VALUE...: `convert` of the source into DST under the shim with those
+# variables exits 1 with a message matching PATTERN (grep), and leaves in DST no manifest and no
+# temporary file.
+must_fail() {
+    local dst=$1 pattern=$2 rc left
+    shift 2
+    set +e
+    env ASAN_OPTIONS="$asan" LD_PRELOAD="$tmp/kill_shim.so" "$@" \
+        "$NVFP4TOOL" convert "$tmp/src" "$dst" --quiet 2>"$tmp/err"
+    rc=$?
+    set -e
+    [ $rc -eq 1 ] || fail "$dst: exited $rc, want 1: $(cat "$tmp/err")"
+    grep -q "$pattern" "$tmp/err" ||
+        fail "$dst: the message does not match '$pattern': $(cat "$tmp/err")"
+    if [ -e "$dst" ]; then
+        [ ! -e "$dst/nvfp4-manifest.json" ] || fail "$dst: a failed conversion left a manifest"
+        left=$(find "$dst" -name '*.tmp' | head -3)
+        [ -z "$left" ] || fail "$dst: a failed conversion left temporary files: $left"
+    fi
+}
 
+# A read error on a source: the file, tensor, offset and error named.
+must_fail "$tmp/bad" \
+    "$tmp/src/model-.*\.safetensors': reading [0-9]* bytes of '.*' at offset [0-9]*: Input/output error" \
+    PREAD_EIO_UNDER="$tmp/src" NVFP4_CONVERT_STAGE=1
 # A read error reading a shard back for its SHA-256 and CRC-32s (both follow the writer, on two
-# threads): exit 1 naming the shard, nothing left behind.
-set +e
-ASAN_OPTIONS=$asan PREAD_EIO_UNDER="$tmp/badout" LD_PRELOAD="$tmp/kill_shim.so" \
-    "$NVFP4TOOL" convert "$tmp/src" "$tmp/badout" --quiet 2>"$tmp/err"
-rc=$?
-set -e
-[ $rc -eq 1 ] || fail "a shard read-back error exited $rc, want 1: $(cat "$tmp/err")"
-grep -q "cannot read back '$tmp/badout/model-[0-9]*-of-[0-9]*\.safetensors\.tmp': Input/output error" \
-    "$tmp/err" || fail "the message does not name the shard and the error: $(cat "$tmp/err")"
-if [ -e "$tmp/badout" ]; then
-    [ ! -e "$tmp/badout/nvfp4-manifest.json" ] || fail "a failed conversion left a manifest"
-    left=$(find "$tmp/badout" -name '*.tmp' | head -3)
-    [ -z "$left" ] || fail "a failed conversion left temporary files: $left"
-fi
-
+# threads): the shard and the error named.
+must_fail "$tmp/badout" \
+    "cannot read back '$tmp/badout/model-[0-9]*-of-[0-9]*\.safetensors\.tmp': Input/output error" \
+    PREAD_EIO_UNDER="$tmp/badout"
 # A source file replaced while the conversion runs (a new inode at its path: the reader must not
-# mix its bytes with the checked file's): exit 1 naming it.
-set +e
-ASAN_OPTIONS=$asan REPLACE_AT_OPEN=model-00002-of-00005.safetensors \
-    LD_PRELOAD="$tmp/kill_shim.so" NVFP4_CONVERT_STAGE=1 \
-    "$NVFP4TOOL" convert "$tmp/src" "$tmp/replaced" --quiet 2>"$tmp/err"
-rc=$?
-set -e
-[ $rc -eq 1 ] || fail "a replaced source exited $rc, want 1: $(cat "$tmp/err")"
-grep -q "model-00002-of-00005.safetensors' was replaced during the conversion" "$tmp/err" ||
-    fail "the message does not say the source was replaced: $(cat "$tmp/err")"
-
+# mix its bytes with the checked file's): named.
+must_fail "$tmp/replaced" "model-00002-of-00005.safetensors' was replaced during the conversion" \
+    REPLACE_AT_OPEN=model-00002-of-00005.safetensors NVFP4_CONVERT_STAGE=1
 # The same read in place (no staged reads: the replacement comes before the source hashing
-# opens the file): the manifest must not name the replacement's SHA-256, exit 1 naming it.
-set +e
-ASAN_OPTIONS=$asan REPLACE_AT_OPEN=model-00002-of-00005.safetensors \
-    LD_PRELOAD="$tmp/kill_shim.so" NVFP4_CONVERT_STAGE=0 \
-    "$NVFP4TOOL" convert "$tmp/src" "$tmp/replaced2" --quiet 2>"$tmp/err"
-rc=$?
-set -e
-[ $rc -eq 1 ] || fail "a source replaced before its hashing exited $rc, want 1: $(cat "$tmp/err")"
-grep -q "model-00002-of-00005.safetensors' was replaced during the conversion (hashing it" \
-    "$tmp/err" || fail "the message does not say the source was replaced: $(cat "$tmp/err")"
-[ ! -e "$tmp/replaced2/nvfp4-manifest.json" ] || fail "a replaced source left a manifest"
-[ ! -e "$tmp/replaced/nvfp4-manifest.json" ] || fail "a failed conversion left a manifest"
+# opens the file): the manifest must not name the replacement's SHA-256.
+must_fail "$tmp/replaced2" \
+    "model-00002-of-00005.safetensors' was replaced during the conversion (hashing it" \
+    REPLACE_AT_OPEN=model-00002-of-00005.safetensors NVFP4_CONVERT_STAGE=0
 echo ok
