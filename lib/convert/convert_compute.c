@@ -17,11 +17,9 @@
 #include "nvfp4/status.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static int stopped(const cv_run *r) {
@@ -87,20 +85,12 @@ static int read_member(uint8_t *dst, const cv_run *r, const cv_member *m, int *f
     if (*fd < 0 || *fd_file != file) {
         if (*fd >= 0)
             close(*fd);
-        *fd = open(f->path, O_RDONLY | O_CLOEXEC);
+        char doing[512];
+        snprintf(doing, sizeof doing, "reading '%s'", r->ck->tensors[m->tensor].st->name);
         *fd_file = file;
-        if (*fd < 0)
-            return nvf_error_set(NVF_E_IO, "cannot open '%s' to read '%s': %s", f->path,
-                                 r->ck->tensors[m->tensor].st->name, strerror(errno));
-        /* the path must still name the file that was opened and checked (not one put in its
-         * place since) */
-        struct stat st;
-        if (fstat(*fd, &st) != 0 || (uint64_t)st.st_dev != nvf_st_priv_of(f)->dev ||
-            (uint64_t)st.st_ino != nvf_st_priv_of(f)->ino)
-            return nvf_error_set(NVF_E_IO,
-                                 "'%s' was replaced during the conversion (reading '%s'): "
-                                 "convert it again",
-                                 f->path, r->ck->tensors[m->tensor].st->name);
+        int rc = cv_source_reopen(f, fd, doing);
+        if (rc != NVF_OK)
+            return rc;
     }
     uint64_t off = (uint64_t)((const uint8_t *)m->src.data - map), len = cv_member_bytes(m);
     for (uint64_t done = 0; done < len;) {

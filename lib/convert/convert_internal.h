@@ -274,15 +274,15 @@ int cv_write_json(const char *path, const cJSON *doc, char sha256[65], uint64_t 
 
 /** The files a conversion reads: the shards and the side files (config, tokenizer, ...). */
 typedef struct cv_sources {
-    char *dir;           /* the directory the names are relative to; owned */
-    size_t n;            /* files, sorted by name */
-    char **names;        /* owned */
-    uint64_t *bytes;     /* filled by cv_sources_hash */
-    char (*sha)[65];     /* filled by cv_sources_hash */
-    uint64_t (*id)[2];   /* (st_dev, st_ino) of the files the conversion opened and checked (its
-                            shards), {0, 0} for the others: hashed only while still that file */
-    unsigned char *only; /* NULL, or n flags: cv_sources_hash hashes only the flagged files
-                            (--shard i/N: this part's share); owned */
+    char *dir;              /* the directory the names are relative to; owned */
+    size_t n;               /* files, sorted by name */
+    char **names;           /* owned */
+    uint64_t *bytes;        /* filled by cv_sources_hash */
+    char (*sha)[65];        /* filled by cv_sources_hash */
+    const nvf_st_file **st; /* the checkpoint's file of each name (its shards; NULL for the
+                               others): hashed only while the path still names that file */
+    unsigned char *only;    /* NULL, or n flags: cv_sources_hash hashes only the flagged files
+                               (--shard i/N: this part's share); owned */
 } cv_sources;
 
 /**
@@ -300,6 +300,12 @@ void cv_sources_free(cv_sources *s);
 
 /** The path of source file `i`. @return a new string, or NULL on no memory. */
 char *cv_sources_path(const cv_sources *s, size_t i);
+
+/** Open `f`'s path again (read-only, *fd), checking that it still names the file nvf_st_open
+ * opened and checked (the same st_dev, st_ino). `doing` says why, in the messages: NVF_E_IO
+ * "'PATH' was replaced during the conversion (DOING): convert it again", or that it cannot be
+ * opened. *fd is -1 on failure. */
+int cv_source_reopen(const nvf_st_file *f, int *fd, const char *doing);
 
 /** Whether source file `name` is copied into DST as it is (not a shard, index or config). */
 int cv_sources_is_copied(const char *name);

@@ -166,19 +166,16 @@ int cv_sources_list(cv_sources *out, const nvf_ckpt *ck, int no_follow_outside) 
         return rc;
     out->bytes = calloc(out->n + 1, sizeof *out->bytes);
     out->sha = calloc(out->n + 1, sizeof *out->sha);
-    out->id = calloc(out->n + 1, sizeof *out->id);
-    if (!out->bytes || !out->sha || !out->id)
+    out->st = calloc(out->n + 1, sizeof *out->st);
+    if (!out->bytes || !out->sha || !out->st)
         return nvf_error_set(NVF_E_NOMEM, "no memory listing '%s'", ck->dir);
     /* The shards the conversion reads: the files it opened and checked, by name. */
     for (size_t k = 0; k < ck->n_files; k++) {
-        const nvf_st_file_priv *f = nvf_st_priv_of(ck->files[k].st);
         const char *slash = strrchr(ck->files[k].st->path, '/');
         const char *name = slash ? slash + 1 : ck->files[k].st->path;
         char **hit = bsearch(&name, out->names, out->n, sizeof *out->names, cmp_str);
-        if (hit) {
-            out->id[hit - out->names][0] = f->dev;
-            out->id[hit - out->names][1] = f->ino;
-        }
+        if (hit)
+            out->st[hit - out->names] = ck->files[k].st;
     }
     return NVF_OK;
 }
@@ -189,7 +186,7 @@ void cv_sources_free(cv_sources *s) {
     free(s->names);
     free(s->bytes);
     free(s->sha);
-    free(s->id);
+    free(s->st);
     free(s->only);
     free(s->dir);
     memset(s, 0, sizeof *s);
@@ -199,24 +196,35 @@ char *cv_sources_path(const cv_sources *s, size_t i) {
     return nvf_path_join(s->dir, s->names[i]);
 }
 
-/* File i's SHA-256 and size. A shard must still be the file the conversion opened and checked
- * (the same st_dev, st_ino): else the manifest would name bytes that were not converted. */
+int cv_source_reopen(const nvf_st_file *f, int *fd, const char *doing) {
+    const nvf_st_file_priv *p = nvf_st_priv_of(f);
+    struct stat st;
+    *fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
+        return nvf_error_set(NVF_E_IO, "cannot open '%s' (%s): %s", f->path, doing,
+                             strerror(errno));
+    if (fstat(*fd, &st) != 0 || (uint64_t)st.st_dev != p->dev || (uint64_t)st.st_ino != p->ino) {
+        close(*fd);
+        *fd = -1;
+        return nvf_error_set(NVF_E_IO,
+                             "'%s' was replaced during the conversion (%s): convert it again",
+                             f->path, doing);
+    }
+    return NVF_OK;
+}
+
+/* File i's SHA-256 and size. A shard must still be the file the conversion opened and checked:
+ * else the manifest would name bytes that were not converted. */
 static int hash_one(cv_sources *s, size_t i) {
     char *path = cv_sources_path(s, i);
     if (!path)
         return nvf_error_set(NVF_E_NOMEM, "no memory");
     int fd;
     struct stat st;
-    int rc = nvf_file_open_regular(&fd, &st, path);
+    int rc = s->st[i] ? cv_source_reopen(s->st[i], &fd, "hashing it for the manifest")
+                      : nvf_file_open_regular(&fd, &st, path);
     if (rc == NVF_OK) {
-        if ((s->id[i][0] || s->id[i][1]) &&
-            ((uint64_t)st.st_dev != s->id[i][0] || (uint64_t)st.st_ino != s->id[i][1]))
-            rc = nvf_error_set(NVF_E_IO,
-                               "'%s' was replaced during the conversion (hashing it for the "
-                               "manifest): convert it again",
-                               path);
-        else
-            rc = nvf_hash_fd_ex(s->sha[i], &s->bytes[i], fd, path, NULL, NULL, NULL);
+        rc = nvf_hash_fd_ex(s->sha[i], &s->bytes[i], fd, path, NULL, NULL, NULL);
         close(fd);
     }
     free(path);
