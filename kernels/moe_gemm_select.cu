@@ -48,6 +48,7 @@ int moe_gemm_version(void) {
             : strcmp(env, "v10") == 0 ? 10
             : strcmp(env, "v12") == 0 ? 12
             : strcmp(env, "v13") == 0 ? 13
+            : strcmp(env, "v16") == 0 ? 16
                                       : 15;
     }
     return v;
@@ -63,34 +64,12 @@ static int wg_takes(int64_t k) {
 
 /* Kernel v12: 32-row tiles on the register kernel (two 16-row halves, A through shared memory
  * a weight word at a time, AM_SMEM_WORD) where K % 128 == 0, instead of the wgmma kernel. */
-/* From v15, for side-by-side timing (read once): NVFP4_MOE_REG32=0 gives 32-row tiles to the
- * wgmma kernel instead, NVFP4_MOE_WG16=1 16-row tiles too. */
-static int env_flag(const char *name, int dflt) {
-    const char *env = getenv(name);
-    return env && *env ? strcmp(env, "0") != 0 : dflt;
-}
-
-static int reg32_on(void) {
-    static int on = -1;
-    if (on < 0)
-        on = moe_gemm_version() < 15 || env_flag("NVFP4_MOE_REG32", 1);
-    return on;
-}
-
-static int wg16_on(void) {
-    static int on = -1;
-    if (on < 0)
-        on = moe_gemm_version() >= 15 && env_flag("NVFP4_MOE_WG16", 0);
-    return on;
-}
-
 int moe_gemm_use_reg32(int64_t k, int32_t tile_rows) {
-    return moe_gemm_version() >= 12 && tile_rows == 32 && k % 128 == 0 && reg32_on();
+    return moe_gemm_version() >= 12 && tile_rows == 32 && k % 128 == 0;
 }
 
 int moe_gemm_use_wg(int64_t k, int32_t tile_rows) {
-    return (tile_rows >= 32 || (tile_rows == 16 && wg16_on())) && wg_takes(k) &&
-           !moe_gemm_use_reg32(k, tile_rows);
+    return tile_rows >= 32 && wg_takes(k) && !moe_gemm_use_reg32(k, tile_rows);
 }
 
 extern "C" int nvf_cuda_moe_gemm_step(int64_t k, int32_t tile_rows) {

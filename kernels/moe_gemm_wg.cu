@@ -86,6 +86,26 @@ template <> struct wgmma_bf16<64> {
     }
 };
 
+template <> struct wgmma_bf16<96> {
+    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t desc) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 "
+                     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"
+                     "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,"
+                     "%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, {%48,%49,%50,%51}, %52,"
+                     " p, 1, 1, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                       "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                       "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                       "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                       "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                       "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                       "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+    }
+};
+
 template <> struct wgmma_bf16<128> {
     static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t desc) {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
@@ -151,12 +171,12 @@ template <int NTOK> struct wg_src {
 
 /* Shared memory: every stage's A tile first (1024-byte aligned), then the weights, then the
  * scales. */
-template <int NTOK>
-__device__ __forceinline__ void wg_issue(uint32_t smem, int st, const wg_src<NTOK> &src, int64_t c,
+template <int NTOK, int NV>
+__device__ __forceinline__ void wg_issue(uint32_t smem, int st, const wg_src<NV> &src, int64_t c,
                                          int tid) {
     using C = wg_cfg<NTOK>;
 #pragma unroll
-    for (int i = 0; i < wg_src<NTOK>::NA; i++)
+    for (int i = 0; i < wg_src<NV>::NA; i++)
         if (src.aok[i])
             cp16s(smem + st * C::B + src.adst[i], src.a[i] + c * 64);
     cp16s(smem + C::STAGES * C::B + st * C::W + src.wdst, src.w + c * 32);
@@ -164,13 +184,14 @@ __device__ __forceinline__ void wg_issue(uint32_t smem, int st, const wg_src<NTO
         cp16s(smem + C::STAGES * (C::B + C::W) + st * C::S + tid * 16, src.s + c * 512);
 }
 
-/* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 127.
- * Ends with no copy and no wgmma in flight; the caller syncs before the stages are reused. */
-template <int NTOK>
-__device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info,
-                                        float *ws, int64_t ws_split_stride, const uint16_t *a,
-                                        int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
-                                        int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
+/* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 127,
+ * its first NV rows (NV <= NTOK: the rest are beyond the expert's). Ends with no copy and no
+ * wgmma in flight; the caller syncs before the stages are reused. */
+template <int NTOK, int NV>
+__device__ __noinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws,
+                                     int64_t ws_split_stride, const uint16_t *a, int gather,
+                                     const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
+                                     int cps, const nvf_cuda_moe_plan &plan) {
     using C = wg_cfg<NTOK>;
     int e = info >> 20, r0 = info & 0xFFFFF;
     int row_base = plan.offsets[e], cnt = plan.offsets[e + 1] - row_base;
@@ -180,7 +201,7 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
     const uint8_t *we = w + (int64_t)e * N * (K / 2);
     const uint8_t *se = sf + (int64_t)e * nvf_layout_bytes(NVF_LAYOUT_128X4, N, kcols);
 
-    wg_src<NTOK> src;
+    wg_src<NV> src;
     {
         int m = tid >> 1, h = tid & 1;
         int64_t n = nb + m;
@@ -189,11 +210,11 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
         src.wdst = (uint32_t)(m * 32 + ((h ^ (m >> 2)) & 1) * 16);
         src.s = se + (nb / 128) * kt * 512 + (tid & 31) * 16;
 #pragma unroll
-        for (int i = 0; i < wg_src<NTOK>::NA; i++) {
+        for (int i = 0; i < wg_src<NV>::NA; i++) {
             int q = tid + WG_THREADS * i, r = q >> 3, j = q & 7;
             /* rows beyond the expert's are not copied: their columns of the product are not
              * stored, whatever the stage held */
-            src.aok[i] = q < NTOK * 8 && r0 + r < cnt;
+            src.aok[i] = q < NV * 8 && r0 + r < cnt;
             int64_t p = row_base + (src.aok[i] ? r0 + r : 0);
             int64_t from = gather ? plan.perm[p] / plan.top_k : p;
             src.a[i] = a + from * K + j * 8;
@@ -201,9 +222,9 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
         }
     }
 
-    float acc[NTOK / 2];
+    float acc[NV / 2];
 #pragma unroll
-    for (int i = 0; i < NTOK / 2; i++)
+    for (int i = 0; i < NV / 2; i++)
         acc[i] = 0.0f;
 
     /* this lane's weight rows within the CTA's 128, where their bytes and scales are */
@@ -220,7 +241,7 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
 #pragma unroll
     for (int i = 0; i < C::STAGES - 1; i++) {
         if (c0 + i < c1)
-            wg_issue<NTOK>(smem, i, src, c0 + i, tid);
+            wg_issue<NTOK, NV>(smem, i, src, c0 + i, tid);
         cp_commit();
     }
     /* each chunk's wgmmas are waited for before the next: with them in flight while the next
@@ -233,7 +254,7 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads(); /* chunk c landed for all; stage (it - 1) % STAGES is free again */
         if (c + C::STAGES - 1 < c1)
-            wg_issue<NTOK>(smem, (it + C::STAGES - 1) % C::STAGES, src, c + C::STAGES - 1, tid);
+            wg_issue<NTOK, NV>(smem, (it + C::STAGES - 1) % C::STAGES, src, c + C::STAGES - 1, tid);
         cp_commit();
 
         /* rows m0 and m1: the chunk's 32 bytes (block b = bytes 8b .. 8b + 7) and 4 scales */
@@ -262,16 +283,16 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
         }
         uint32_t bs = smem + s * C::B;
 #pragma unroll
-        for (int i = 0; i < NTOK / 2; i++)
+        for (int i = 0; i < NV / 2; i++)
             wg_fence_reg(acc[i]);
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int k = 0; k < 4; k++)
-            wgmma_bf16<NTOK>::run(acc, af[k], wg_desc_sw128(bs + 32 * k));
+            wgmma_bf16<NV>::run(acc, af[k], wg_desc_sw128(bs + 32 * k));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
-        for (int i = 0; i < NTOK / 2; i++)
+        for (int i = 0; i < NV / 2; i++)
             wg_fence_reg(acc[i]);
     }
     cp_wait<0>();
@@ -279,7 +300,7 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
     /* acc[4j + i]: weight row m0 + 8 (i / 2), tile row 8j + 2t + i % 2 */
     float *wz = ws + (int64_t)blockIdx.z * ws_split_stride;
 #pragma unroll
-    for (int j = 0; j < NTOK / 8; j++)
+    for (int j = 0; j < NV / 8; j++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             int r = r0 + 8 * j + 2 * t + (i & 1);
@@ -295,7 +316,7 @@ template <int NTOK>
 __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
     moe_gemm_wg_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                        const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
-                       int chunks_per_split, nvf_cuda_moe_plan plan) {
+                       int chunks_per_split, nvf_cuda_moe_plan plan, int varn) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if (plan.tile_info[blockIdx.y] < 0) /* before anything else: CTAs beyond the used tiles */
         return;
@@ -310,13 +331,26 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
         int32_t info = plan.tile_info[ty];
         if (info < 0)
             break;
-        wg_tile<NTOK>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,
-                      chunks_per_split, plan);
+        /* kernel v16: the wgmmas as wide as the tile's rows need (varn) */
+        int e = info >> 20, rows = plan.offsets[e + 1] - plan.offsets[e] - (info & 0xFFFFF);
+        int nv = varn ? (rows + 31) / 32 * 32 : NTOK;
+#define WG_TILE(NV)                                                                                \
+    wg_tile<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,             \
+                      chunks_per_split, plan)
+        if (NTOK <= 32 || nv <= 32)
+            WG_TILE(32);
+        else if (NTOK == 64 || nv <= 64)
+            WG_TILE(64);
+        else if (nv <= 96)
+            WG_TILE(NTOK >= 96 ? 96 : 64);
+        else
+            WG_TILE(NTOK);
+#undef WG_TILE
         __syncthreads(); /* every warp is done with the stages before the next tile's copies */
     }
 #else
     (void)ws, (void)ws_split_stride, (void)a, (void)gather, (void)w, (void)sf, (void)N, (void)K;
-    (void)chunks_per_split, (void)plan;
+    (void)chunks_per_split, (void)plan, (void)varn;
 #endif
 }
 
@@ -348,10 +382,10 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
 #define SS_SW 6
 
 template <int NTOK> struct ss_cfg {
-    static constexpr int B = NTOK * 128; /* A rows of a stage: wgmma's B operand */
-    static constexpr int D = WG_N * 128; /* a buffer of dequantized weights (64 rows a wg) */
-    static constexpr int W = WG_N * 32;  /* a stage's raw weight rows */
-    static constexpr int S = 512;        /* their 128x4 scale tile */
+    static constexpr int B = NTOK * 128;     /* A rows of a stage: wgmma's B operand */
+    static constexpr int D = WG_N * 128;     /* a buffer of dequantized weights (64 rows a wg) */
+    static constexpr int W = WG_N * 32;      /* a stage's raw weight rows */
+    static constexpr int S = WG_THREADS * 4; /* each thread's row's 4 scale bytes */
     static constexpr int OFF_D = SS_SB * B;
     static constexpr int OFF_W = OFF_D + 2 * D;
     static constexpr int OFF_S = OFF_W + SS_SW * W;
@@ -362,17 +396,6 @@ template <int NTOK> struct ss_cfg {
 template <int N> struct wgmma_ss_bf16;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)
-template <> struct wgmma_ss_bf16<16> {
-    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-                       "+f"(d[6]), "+f"(d[7])
-                     : "l"(da), "l"(db), "r"(1));
-    }
-};
-
 template <> struct wgmma_ss_bf16<32> {
     static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
@@ -456,48 +479,50 @@ __device__ __forceinline__ void e4m3x2_bf16x2_bits(uint32_t two, uint32_t *s0, u
         : "h"((unsigned short)(two & 0xFFFFu)));
 }
 
-/* What one thread copies: as wg_src (weight row tid / 2's half tid % 2, halves swapped in rows
- * with bit 2 set; for tid < 32 a 16-byte piece of the scale tile; the A pieces q = tid + 256 i of
- * the tile's first NV rows). */
+/* What one thread copies of every chunk, the pointers advanced a chunk at a time: weight row
+ * tid / 2's half tid % 2 (16 bytes) and that row's four scale bytes (4 bytes), which this thread
+ * alone dequantizes (so no barrier stands between their copy and their use), and the A pieces
+ * q = tid + 256 i (row q / 8, piece q % 8) of the tile's first NV rows. */
 template <int NV> struct ss_src {
     static constexpr int NA = (NV * 8 + WG_THREADS - 1) / WG_THREADS;
     const uint8_t *w, *s;
-    uint32_t wdst;
     const uint16_t *a[NA];
     uint32_t adst[NA];
     bool aok[NA];
 };
 
-/* Chunk j of the tile's K range (absolute chunk c) into A stage j % SS_SB. */
-template <int NTOK, int NV>
-__device__ __forceinline__ void ss_issue_a(uint32_t smem, int j, int64_t c, const ss_src<NV> &src) {
-    uint32_t dst = smem + (uint32_t)(j % SS_SB) * ss_cfg<NTOK>::B;
+/* 4 bytes global -> shared (cp.async's .ca form: .cg takes 16 only). */
+__device__ __forceinline__ void cp4s(uint32_t saddr, const void *gmem) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(saddr), "l"(gmem));
+}
+
+/* The next chunk's A pieces into the A stage at `stage`. */
+template <int NV> __device__ __forceinline__ void ss_issue_a(uint32_t stage, ss_src<NV> &src) {
 #pragma unroll
-    for (int i = 0; i < ss_src<NV>::NA; i++)
+    for (int i = 0; i < ss_src<NV>::NA; i++) {
         if (src.aok[i])
-            cp16s(dst + src.adst[i], src.a[i] + c * 64);
+            cp16s(stage + src.adst[i], src.a[i]);
+        src.a[i] += 64;
+    }
 }
 
-/* Its weights and scale tile into weight stage j % SS_SW. */
-template <int NTOK, int NV>
-__device__ __forceinline__ void ss_issue_w(uint32_t smem, int j, int64_t c, const ss_src<NV> &src,
-                                           int tid) {
-    using C = ss_cfg<NTOK>;
-    uint32_t st = (uint32_t)(j % SS_SW);
-    cp16s(smem + C::OFF_W + st * C::W + src.wdst, src.w + c * 32);
-    if (tid < 32)
-        cp16s(smem + C::OFF_S + st * C::S + tid * 16, src.s + c * 512);
+/* The next chunk's weight half row and scale bytes into the weight stage: wst + 16 tid and
+ * sst + 4 tid. */
+template <int NV>
+__device__ __forceinline__ void ss_issue_w(uint32_t wst, uint32_t sst, ss_src<NV> &src, int tid) {
+    cp16s(wst + 16 * tid, src.w);
+    cp4s(sst + 4 * tid, src.s);
+    src.w += 32;
+    src.s += 512;
 }
 
-/* This thread's share of a chunk's dequantization: weight row dm's words 4 dh .. 4 dh + 3
- * (blocks 2 dh and 2 dh + 1) from the raw stage (w: the row's half, s: its two scale bytes) into
- * the row of the dequantized buffer (d), piece p at 16 (p ^ dm % 8): a quarter warp's 16-byte
- * stores fall in 8 different piece slots. */
-__device__ __forceinline__ void ss_dequant(const uint8_t *w, const uint8_t *s, uint8_t *d, int dm,
-                                           int dh) {
-    uint4 q = *(const uint4 *)w;
+/* This thread's share of a chunk's dequantization: the 16 bytes it copied (weight row dm's words
+ * 4 dh .. 4 dh + 3, blocks 2 dh and 2 dh + 1; scales: bytes 2 dh, 2 dh + 1 of s4) into row dm of
+ * the dequantized buffer (drow), piece p at 16 (p ^ dm % 8): a quarter warp's 16-byte stores fall
+ * in 8 different piece slots. */
+__device__ __forceinline__ void ss_dequant(uint4 q, uint32_t s4, uint8_t *drow, int dm, int dh) {
     uint32_t s0, s1;
-    e4m3x2_bf16x2_bits(*(const uint16_t *)s, &s0, &s1);
+    e4m3x2_bf16x2_bits(s4 >> (16 * dh), &s0, &s1);
     const uint32_t word[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -511,12 +536,18 @@ __device__ __forceinline__ void ss_dequant(const uint8_t *w, const uint8_t *s, u
         o.y = __byte_perm(r[2], r[3], 0x5410u); /* 2, 3 */
         o.z = __byte_perm(r[0], r[1], 0x7632u); /* 4, 5 */
         o.w = __byte_perm(r[2], r[3], 0x7632u); /* 6, 7 */
-        *(uint4 *)(d + 16 * ((4 * dh + i) ^ (dm & 7))) = o;
+        *(uint4 *)(drow + 16 * ((4 * dh + i) ^ (dm & 7))) = o;
     }
 }
 
 __device__ __forceinline__ void fence_async_smem(void) {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* The low word of wg_desc_sw128(saddr); the high word is WG_DESC_HI. A k16 step adds 2. */
+#define WG_DESC_HI ((1024u >> 4) | (1u << 30))
+__device__ __forceinline__ uint32_t wg_desc_lo(uint32_t saddr) {
+    return ((saddr & 0x3FFFFu) >> 4) | (1u << 16);
 }
 
 /* One tile: rows r0 .. of expert e (cnt rows from permuted row row_base), split blockIdx.z's K
@@ -532,17 +563,19 @@ ss_tile(uint32_t smem, uint8_t *smem_p, int e, int r0, int row_base, int cnt, fl
     int wg = warp >> 2;
     int64_t nb = (int64_t)blockIdx.x * WG_N;
     int64_t kcols = K / 16, kt = kcols / 4;
+    int64_t nchunks = K / 64, c0 = (int64_t)blockIdx.z * cps;
+    int nc = (int)((c0 + cps < nchunks ? c0 + cps : nchunks) - c0);
     const uint8_t *we = w + (int64_t)e * N * (K / 2);
     const uint8_t *se = sf + (int64_t)e * nvf_layout_bytes(NVF_LAYOUT_128X4, N, kcols);
+    /* this thread's weight row (within the CTA's 128) and half: copied and dequantized */
+    int dm = tid >> 1, dh = tid & 1;
 
     ss_src<NV> src;
     {
-        int m = tid >> 1, h = tid & 1;
-        int64_t n = nb + m;
+        int64_t n = nb + dm;
         /* rows beyond N read row 0: their products land in rows that are not stored */
-        src.w = we + (n < N ? n : 0) * (K / 2) + h * 16;
-        src.wdst = (uint32_t)(m * 32 + ((h ^ (m >> 2)) & 1) * 16);
-        src.s = se + (nb / 128) * kt * 512 + (tid & 31) * 16;
+        src.w = we + (n < N ? n : 0) * (K / 2) + dh * 16 + c0 * 32;
+        src.s = se + (nb / 128) * kt * 512 + c0 * 512 + (dm & 31) * 16 + (dm >> 5) * 4;
 #pragma unroll
         for (int i = 0; i < ss_src<NV>::NA; i++) {
             int q = tid + WG_THREADS * i, r = q >> 3, j = q & 7;
@@ -550,79 +583,73 @@ ss_tile(uint32_t smem, uint8_t *smem_p, int e, int r0, int row_base, int cnt, fl
             src.aok[i] = q < NV * 8 && r0 + r < cnt;
             int64_t p = row_base + (src.aok[i] ? r0 + r : 0);
             int64_t from = gather ? plan.perm[p] / plan.top_k : p;
-            src.a[i] = a + from * K + j * 8;
+            src.a[i] = a + from * K + j * 8 + c0 * 64;
             src.adst[i] = (uint32_t)(r * 128 + ((j ^ (r & 7)) * 16));
         }
     }
-    /* this thread's dequantization: weight row dm (64 wg .. 64 wg + 63), half dh */
-    int dm = tid >> 1, dh = tid & 1;
-    int dw = dm * 32 + ((dh ^ (dm >> 2)) & 1) * 16, ds = (dm & 31) * 16 + (dm >> 5) * 4 + 2 * dh;
-    uint8_t *dd = smem_p + C::OFF_D + dm * 128;
+    uint8_t *drow = smem_p + C::OFF_D + dm * 128;
+    const uint8_t *wsrc = smem_p + C::OFF_W + 16 * tid, *ssrc = smem_p + C::OFF_S + 4 * tid;
 
     float acc[NV / 2];
 #pragma unroll
     for (int i = 0; i < NV / 2; i++)
         acc[i] = 0.0f;
 
-    int64_t nchunks = K / 64, c0 = (int64_t)blockIdx.z * cps;
-    int nc = (int)((c0 + cps < nchunks ? c0 + cps : nchunks) - c0);
     /* the copies in commit groups: weights 0 .. SW - SB, then (A j, weights j + SW - SB + 1) for
      * j < SB - 1; iteration j of the loop adds (A j + SB - 1, weights j + SW), so when chunk
      * j + 1 is needed only the last group (weights j + SW - 1) may be pending */
-    for (int j = 0; j <= SS_SW - SS_SB; j++)
+    int wi = 0; /* the weight stage of the next weight copy */
+    for (int j = 0; j <= SS_SW - SS_SB; j++, wi++)
         if (j < nc)
-            ss_issue_w<NTOK, NV>(smem, j, c0 + j, src, tid);
+            ss_issue_w(smem + C::OFF_W + wi * C::W, smem + C::OFF_S + wi * C::S, src, tid);
     cp_commit();
-    for (int j = 0; j < SS_SB - 1; j++) {
+    for (int j = 0; j < SS_SB - 1; j++, wi++) {
         if (j < nc)
-            ss_issue_a<NTOK, NV>(smem, j, c0 + j, src);
+            ss_issue_a(smem + j * C::B, src);
         cp_commit();
-        int jw = j + SS_SW - SS_SB + 1;
-        if (jw < nc)
-            ss_issue_w<NTOK, NV>(smem, jw, c0 + jw, src, tid);
+        if (j + SS_SW - SS_SB + 1 < nc)
+            ss_issue_w(smem + C::OFF_W + wi * C::W, smem + C::OFF_S + wi * C::S, src, tid);
         cp_commit();
     }
-    cp_wait<2 * SS_SB - 3>(); /* A 0 and weights 0 */
-    fence_async_smem();
-    __syncthreads();
+    cp_wait<2 * SS_SB - 3>(); /* this thread's A 0 and weights 0 */
     if (nc > 0)
-        ss_dequant(smem_p + C::OFF_W + dw, smem_p + C::OFF_S + ds, dd, dm, dh);
-    fence_async_smem(); /* the generic stores before the tensor cores' reads */
+        ss_dequant(*(const uint4 *)wsrc, *(const uint32_t *)ssrc, drow, dm, dh);
+    fence_async_smem(); /* the generic stores and copies before the tensor cores' reads */
     __syncthreads();
 
-    uint32_t da0 = smem + C::OFF_D + (uint32_t)wg * (C::D / 2);
+    uint32_t la0 = wg_desc_lo(smem + C::OFF_D + (uint32_t)wg * (C::D / 2)), lb0 = wg_desc_lo(smem);
+    int sa = 0, sw = 1 % SS_SW; /* chunk j's A stage, chunk j + 1's weight stage */
     for (int j = 0; j < nc; j++) {
-        uint32_t da = da0 + (uint32_t)(j & 1) * C::D, db = smem + (uint32_t)(j % SS_SB) * C::B;
+        uint32_t la = la0 + (uint32_t)(j & 1) * (C::D >> 4), lb = lb0 + (uint32_t)sa * (C::B >> 4);
 #pragma unroll
         for (int i = 0; i < NV / 2; i++)
             wg_fence_reg(acc[i]);
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int k = 0; k < 4; k++)
-            wgmma_ss_bf16<NV>::run(acc, wg_desc_sw128(da + 32 * k), wg_desc_sw128(db + 32 * k));
+            wgmma_ss_bf16<NV>::run(acc, ((uint64_t)WG_DESC_HI << 32) | (la + 2 * k),
+                                   ((uint64_t)WG_DESC_HI << 32) | (lb + 2 * k));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        /* chunk j - 1's wgmmas done: its A stage and dequantized buffer are free */
+        /* this warpgroup's wgmmas of chunk j - 1 done: its dequantized buffer is free */
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        cp_wait<2 * SS_SB - 5>(); /* A j + 1 and weights j + 1 */
+        cp_wait<2 * SS_SB - 5>(); /* this thread's A j + 1 and weights j + 1 */
+        if (j + 1 < nc)
+            ss_dequant(*(const uint4 *)(wsrc + sw * C::W), *(const uint32_t *)(ssrc + sw * C::S),
+                       drow + ((j + 1) & 1) * C::D, dm, dh);
         fence_async_smem();
-        __syncthreads(); /* for every warp: chunk j + 1 landed, chunk j - 1's wgmmas done */
+        /* for every warp: chunk j + 1 copied and dequantized, chunk j - 1's wgmmas done (its A
+         * stage free) */
+        __syncthreads();
+        int sp = sa == 0 ? SS_SB - 1 : sa - 1, wp = sw == 0 ? SS_SW - 1 : sw - 1;
         if (j + SS_SB - 1 < nc)
-            ss_issue_a<NTOK, NV>(smem, j + SS_SB - 1, c0 + j + SS_SB - 1, src);
+            ss_issue_a(smem + (uint32_t)sp * C::B, src);
         cp_commit();
-        if (j + SS_SW < nc)
-            ss_issue_w<NTOK, NV>(smem, j + SS_SW, c0 + j + SS_SW, src, tid);
+        if (j + SS_SW < nc) /* into chunk j's weight stage, dequantized by this thread already */
+            ss_issue_w(smem + C::OFF_W + (uint32_t)wp * C::W, smem + C::OFF_S + (uint32_t)wp * C::S,
+                       src, tid);
         cp_commit();
-        if (j + 1 < nc) {
-            uint32_t st = (uint32_t)((j + 1) % SS_SW);
-            ss_dequant(smem_p + C::OFF_W + st * C::W + dw, smem_p + C::OFF_S + st * C::S + ds,
-                       dd + ((j + 1) & 1) * C::D, dm, dh);
-            fence_async_smem();
-            /* the warpgroup's rows are all written before its next wgmmas */
-            if (wg)
-                asm volatile("bar.sync 2, 128;\n" ::: "memory");
-            else
-                asm volatile("bar.sync 1, 128;\n" ::: "memory");
-        }
+        sa = sa + 1 == SS_SB ? 0 : sa + 1;
+        sw = sw + 1 == SS_SW ? 0 : sw + 1;
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
@@ -705,7 +732,7 @@ static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, c
         dim3 grid((unsigned)((n + WG_N - 1) / WG_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
                   (unsigned)((nchunks + cps - 1) / cps));
         moe_gemm_wg_kernel<NTOK><<<grid, WG_THREADS, wg_cfg<NTOK>::SMEM, st>>>(
-            ws, stride, a, gather, w, sf, n, k, cps, *plan);
+            ws, stride, a, gather, w, sf, n, k, cps, *plan, moe_gemm_version() >= 16);
         NVF_CUDA_TRY(cudaGetLastError());
     }
 done:
@@ -764,11 +791,8 @@ extern "C" int nvf_cuda_moe_gemm_wg(float *ws, int64_t ws_split_stride, const ui
                                     int gather, const uint8_t *w, const uint8_t *sf, int64_t n,
                                     int64_t k, int chunks_per_split, const nvf_cuda_moe_plan *plan,
                                     struct CUstream_st *stream) {
-    if (moe_gemm_version() >= 15)
+    if (moe_gemm_version() == 15)
         switch (plan->tile_rows) {
-        case 16:
-            return launch_ss<16>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split,
-                                 plan, stream);
         case 32:
             return launch_ss<32>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split,
                                  plan, stream);
