@@ -36,7 +36,7 @@ int moe_gemm_version(void) {
     static int v = 0;
     if (v == 0) {
         const char *env = getenv("NVFP4_MOE_GEMM");
-        v = !env                      ? 15
+        v = !env                      ? 17
             : strcmp(env, "v1") == 0  ? 1
             : strcmp(env, "v2") == 0  ? 2
             : strcmp(env, "v3") == 0  ? 3
@@ -48,8 +48,9 @@ int moe_gemm_version(void) {
             : strcmp(env, "v10") == 0 ? 10
             : strcmp(env, "v12") == 0 ? 12
             : strcmp(env, "v13") == 0 ? 13
+            : strcmp(env, "v15") == 0 ? 15
             : strcmp(env, "v16") == 0 ? 16
-                                      : 15;
+                                      : 17;
     }
     return v;
 }
@@ -104,7 +105,7 @@ extern "C" int nvf_cuda_moe_gemm_ctas_per_sm(int64_t k, int32_t tile_rows) {
     if (moe_gemm_use_reg32(k, tile_rows))
         return REG32_CTAS;
     if (moe_gemm_use_wg(k, tile_rows))
-        return tile_rows >= 64 ? 2 : 3;
+        return moe_gemm_version() == 17 ? (tile_rows >= 128 ? 1 : 2) : tile_rows >= 64 ? 2 : 3;
     if (moe_gemm_use_tiled(k, tile_rows))
         return 2;
     if (tile_rows == 16)

@@ -41,11 +41,12 @@
 
 /* One K chunk's bytes in shared memory for tiles of NTOK rows, the stages in flight and the
  * E2M1 pair table replicated per lane after them. */
-template <int NTOK> struct wg_cfg {
+template <int NTOK, bool PIPE = false> struct wg_cfg {
     static constexpr int B = NTOK * 128; /* A rows, wgmma's B operand (a multiple of 1024) */
     static constexpr int W = WG_N * 32;  /* weight rows */
     static constexpr int S = 512;        /* their 128x4 scale tile */
-    static constexpr int STAGES = NTOK == 128 ? 3 : 4;
+    /* kernel v17 (PIPE) copies 2 chunks ahead and keeps a stage for the wgmmas in flight */
+    static constexpr int STAGES = PIPE || NTOK < 128 ? 4 : 3;
     static constexpr int LUT = STAGES * (B + W + S);
     static constexpr int SMEM = LUT + E2M1_LUT_REP_WORDS * 4 + 1024; /* + the alignment */
 };
@@ -171,10 +172,10 @@ template <int NTOK> struct wg_src {
 
 /* Shared memory: every stage's A tile first (1024-byte aligned), then the weights, then the
  * scales. */
-template <int NTOK, int NV>
+template <int NTOK, int NV, bool PIPE>
 __device__ __forceinline__ void wg_issue(uint32_t smem, int st, const wg_src<NV> &src, int64_t c,
                                          int tid) {
-    using C = wg_cfg<NTOK>;
+    using C = wg_cfg<NTOK, PIPE>;
 #pragma unroll
     for (int i = 0; i < wg_src<NV>::NA; i++)
         if (src.aok[i])
@@ -187,12 +188,12 @@ __device__ __forceinline__ void wg_issue(uint32_t smem, int st, const wg_src<NV>
 /* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 127,
  * its first NV rows (NV <= NTOK: the rest are beyond the expert's). Ends with no copy and no
  * wgmma in flight; the caller syncs before the stages are reused. */
-template <int NTOK, int NV>
+template <int NTOK, int NV, bool PIPE>
 __device__ __noinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws,
                                      int64_t ws_split_stride, const uint16_t *a, int gather,
                                      const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
                                      int cps, const nvf_cuda_moe_plan &plan) {
-    using C = wg_cfg<NTOK>;
+    using C = wg_cfg<NTOK, PIPE>;
     int e = info >> 20, r0 = info & 0xFFFFF;
     int row_base = plan.offsets[e], cnt = plan.offsets[e + 1] - row_base;
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -238,26 +239,11 @@ __device__ __noinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32
     int64_t nchunks = K / 64;
     int64_t c0 = (int64_t)blockIdx.z * cps;
     int64_t c1 = c0 + cps < nchunks ? c0 + cps : nchunks;
-#pragma unroll
-    for (int i = 0; i < C::STAGES - 1; i++) {
-        if (c0 + i < c1)
-            wg_issue<NTOK, NV>(smem, i, src, c0 + i, tid);
-        cp_commit();
-    }
-    /* each chunk's wgmmas are waited for before the next: with them in flight while the next
-     * chunk's fragments were computed into a second register set, ptxas serialized them anyway
-     * (C7513; bench/results/wg-h200-v7/) */
-    for (int64_t c = c0; c < c1; c++) {
-        int it = (int)(c - c0), s = it % C::STAGES;
-        cp_wait<C::STAGES - 2>();
-        /* the copies (generic proxy) before the tensor cores' reads (async proxy) */
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads(); /* chunk c landed for all; stage (it - 1) % STAGES is free again */
-        if (c + C::STAGES - 1 < c1)
-            wg_issue<NTOK, NV>(smem, (it + C::STAGES - 1) % C::STAGES, src, c + C::STAGES - 1, tid);
-        cp_commit();
-
-        /* rows m0 and m1: the chunk's 32 bytes (block b = bytes 8b .. 8b + 7) and 4 scales */
+    /* chunk it's fragments from stage s: rows m0 and m1, the chunk's 32 bytes (block b = bytes
+     * 8b .. 8b + 7) and 4 scales; step k (values 16k .. 16k + 15 of the chunk, block k): lane t's
+     * fragment holds values 2t, 2t + 1 (byte t of word 2k) and 2t + 8, 2t + 9 (byte t of word
+     * 2k + 1) */
+    auto dequant = [&](int s, uint32_t(&af)[4][4]) {
         const uint8_t *wst = smem_p + C::STAGES * C::B + s * C::W;
         const uint8_t *sst = smem_p + C::STAGES * (C::B + C::W) + s * C::S;
         uint4 q0[2], q1[2];
@@ -266,9 +252,6 @@ __device__ __noinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32
         q1[0] = *(const uint4 *)(wst + w1 + x1);
         q1[1] = *(const uint4 *)(wst + w1 + (x1 ^ 16));
         uint32_t sw0 = *(const uint32_t *)(sst + sc0), sw1 = *(const uint32_t *)(sst + sc1);
-        uint32_t af[4][4];
-        /* step k (values 16k .. 16k + 15 of the chunk, block k): lane t's fragment holds
-         * values 2t, 2t + 1 (byte t of word 2k) and 2t + 8, 2t + 9 (byte t of word 2k + 1) */
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             uint32_t s0, s1; /* block k's scales of both rows */
@@ -281,6 +264,8 @@ __device__ __noinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32
             af[k][2] = bf16x2_mul(lq[__byte_perm(hi0, 0u, sel) << 5], s0);
             af[k][3] = bf16x2_mul(lq[__byte_perm(hi1, 0u, sel) << 5], s1);
         }
+    };
+    auto mma = [&](int s, const uint32_t(&af)[4][4]) {
         uint32_t bs = smem + s * C::B;
 #pragma unroll
         for (int i = 0; i < NV / 2; i++)
@@ -290,10 +275,70 @@ __device__ __noinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32
         for (int k = 0; k < 4; k++)
             wgmma_bf16<NV>::run(acc, af[k], wg_desc_sw128(bs + 32 * k));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    };
+
+    if (PIPE) {
+        /* kernel v17: chunk it's fragments are made while chunk it - 1's wgmmas run, into the
+         * other of two register sets; chunks are copied 2 ahead into stage it + 2, whose chunk
+         * it - 2 every warpgroup has waited for before the barrier */
+        constexpr int LA = C::STAGES - 2;
+#pragma unroll
+        for (int i = 0; i < LA; i++) {
+            if (c0 + i < c1)
+                wg_issue<NTOK, NV, PIPE>(smem, i, src, c0 + i, tid);
+            cp_commit();
+        }
+        uint32_t af0[4][4], af1[4][4];
+        auto step = [&](int64_t c, uint32_t(&af)[4][4]) {
+            int it = (int)(c - c0), s = it % C::STAGES;
+            cp_wait<LA - 1>();
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            __syncthreads();
+            if (c + LA < c1)
+                wg_issue<NTOK, NV, PIPE>(smem, (it + LA) % C::STAGES, src, c + LA, tid);
+            cp_commit();
+            dequant(s, af);
+            mma(s, af);
+            /* chunk it - 1's wgmmas done: the other register set is free */
+            asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        };
+        for (int64_t c = c0; c < c1; c += 2) {
+            step(c, af0);
+            if (c + 1 < c1)
+                step(c + 1, af1);
+        }
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
         for (int i = 0; i < NV / 2; i++)
             wg_fence_reg(acc[i]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < C::STAGES - 1; i++) {
+            if (c0 + i < c1)
+                wg_issue<NTOK, NV, PIPE>(smem, i, src, c0 + i, tid);
+            cp_commit();
+        }
+        /* each chunk's wgmmas are waited for before the next: with them in flight while the
+         * next chunk's fragments were computed into a second register set, ptxas serialized
+         * them anyway (C7513; bench/results/wg-h200-v7/) */
+        for (int64_t c = c0; c < c1; c++) {
+            int it = (int)(c - c0), s = it % C::STAGES;
+            cp_wait<C::STAGES - 2>();
+            /* the copies (generic proxy) before the tensor cores' reads (async proxy) */
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            __syncthreads(); /* chunk c landed for all; stage (it - 1) % STAGES is free again */
+            if (c + C::STAGES - 1 < c1)
+                wg_issue<NTOK, NV, PIPE>(smem, (it + C::STAGES - 1) % C::STAGES, src,
+                                         c + C::STAGES - 1, tid);
+            cp_commit();
+            uint32_t af[4][4];
+            dequant(s, af);
+            mma(s, af);
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+            for (int i = 0; i < NV / 2; i++)
+                wg_fence_reg(acc[i]);
+        }
     }
     cp_wait<0>();
 
@@ -312,8 +357,10 @@ __device__ __noinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32
 
 /* CTA (x, y, z): weight rows 128 x of tiles y, y + gridDim.y, ... up to the first unused one, K
  * range z. */
-template <int NTOK>
-__global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
+template <int NTOK, bool PIPE>
+__global__ void __launch_bounds__(WG_THREADS, PIPE         ? (NTOK >= 128 ? 1 : 2)
+                                              : NTOK >= 64 ? 2
+                                                           : 3)
     moe_gemm_wg_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                        const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
                        int chunks_per_split, nvf_cuda_moe_plan plan, int varn) {
@@ -325,7 +372,7 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
     uint32_t smem0 = (uint32_t)__cvta_generic_to_shared(wg_smem);
     uint32_t smem = (smem0 + 1023u) & ~1023u;
     uint8_t *smem_p = wg_smem + (smem - smem0);
-    e2m1_pair_lut_rep((uint32_t *)(smem_p + wg_cfg<NTOK>::LUT));
+    e2m1_pair_lut_rep((uint32_t *)(smem_p + wg_cfg<NTOK, PIPE>::LUT));
     __syncthreads();
     for (int64_t ty = blockIdx.y; ty < plan.max_tiles; ty += gridDim.y) {
         int32_t info = plan.tile_info[ty];
@@ -335,8 +382,8 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
         int e = info >> 20, rows = plan.offsets[e + 1] - plan.offsets[e] - (info & 0xFFFFF);
         int nv = varn ? (rows + 31) / 32 * 32 : NTOK;
 #define WG_TILE(NV)                                                                                \
-    wg_tile<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,             \
-                      chunks_per_split, plan)
+    wg_tile<NTOK, NV, PIPE>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,       \
+                            chunks_per_split, plan)
         if (NTOK <= 32 || nv <= 32)
             WG_TILE(32);
         else if (NTOK == 64 || nv <= 64)
@@ -715,28 +762,37 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
 
 /* ---- launchers --------------------------------------------------------------------------- */
 
-template <int NTOK>
+template <int NTOK, bool PIPE>
 static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                      const uint8_t *sf, int64_t n, int64_t k, int cps,
                      const nvf_cuda_moe_plan *plan, cudaStream_t st) {
     int rc = 0;
     static int smem_set = 0; /* the dynamic shared memory beyond 48 KB, once per kernel */
     if (!smem_set) {
-        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_wg_kernel<NTOK>,
+        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_wg_kernel<NTOK, PIPE>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          wg_cfg<NTOK>::SMEM));
+                                          wg_cfg<NTOK, PIPE>::SMEM));
         smem_set = 1;
     }
     {
         int64_t nchunks = k / 64;
         dim3 grid((unsigned)((n + WG_N - 1) / WG_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
                   (unsigned)((nchunks + cps - 1) / cps));
-        moe_gemm_wg_kernel<NTOK><<<grid, WG_THREADS, wg_cfg<NTOK>::SMEM, st>>>(
+        moe_gemm_wg_kernel<NTOK, PIPE><<<grid, WG_THREADS, wg_cfg<NTOK, PIPE>::SMEM, st>>>(
             ws, stride, a, gather, w, sf, n, k, cps, *plan, moe_gemm_version() >= 16);
         NVF_CUDA_TRY(cudaGetLastError());
     }
 done:
     return rc;
+}
+
+template <int NTOK>
+static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
+                     const uint8_t *sf, int64_t n, int64_t k, int cps,
+                     const nvf_cuda_moe_plan *plan, cudaStream_t st) {
+    return moe_gemm_version() >= 17
+               ? launch_wg<NTOK, true>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
+               : launch_wg<NTOK, false>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
 }
 
 /* Kernel v15's launch: as launch_wg. NVFP4_MOE_WG_VARN=0 makes every tile's wgmmas NTOK wide
@@ -781,7 +837,7 @@ extern "C" int nvf_cuda_moe_gemm_wg_ok(void) {
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
             major == 9 && minor == 0 &&
-            cudaFuncGetAttributes(&attr, moe_gemm_wg_kernel<32>) == cudaSuccess;
+            cudaFuncGetAttributes(&attr, moe_gemm_wg_kernel<32, false>) == cudaSuccess;
         (void)cudaGetLastError();
     }
     return ok;
