@@ -26,17 +26,19 @@
  * (use_wg); v8, v7 with the 16-row register kernel's codes decoded by a multiply (DQ_BITS)
  * instead of the pair table; v10, v8 with that kernel's A rows through shared memory where
  * K % 128 == 0 (AM_SMEM); v12, v10 with 32-row tiles on the register kernel where K % 128 == 0
- * (use_reg32: DeepSeek-V3 at 512 tokens 0.566 -> 0.448 ms); v13, the default, v12 with the
- * 16-row kernel in AM_SMEM_WORD's order too (3-5% faster than v10 at 8-256 tokens; stop 28,
+ * (use_reg32: DeepSeek-V3 at 512 tokens 0.566 -> 0.448 ms); v13, v12 with the 16-row kernel in
+ * AM_SMEM_WORD's order too (3-5% faster than v10 at 8-256 tokens; stop 28,
  * bench/results/final-h200-afc547e/; capped for 4 CTAs per SM the 32-row kernel spilled 144
- * bytes and was 12% slower at 512 tokens, final-h200-193c4b6/). bench moe at 00142a7 on the H200:
+ * bytes and was 12% slower at 512 tokens, final-h200-193c4b6/); v16, the default, v13 with each
+ * wgmma tile's MMAs as wide as its rows need (moe_gemm_wg.cu: DeepSeek-V3 at 2048 and 4096 tokens
+ * 6-9% faster, bench/results/gemm-h200-v16-712ad9a/). bench moe at 00142a7 on the H200:
  * v2 is 4-12% faster than v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even
  * elsewhere (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
 int moe_gemm_version(void) {
     static int v = 0;
     if (v == 0) {
         const char *env = getenv("NVFP4_MOE_GEMM");
-        v = !env                      ? 17
+        v = !env                      ? 16
             : strcmp(env, "v1") == 0  ? 1
             : strcmp(env, "v2") == 0  ? 2
             : strcmp(env, "v3") == 0  ? 3
@@ -48,9 +50,7 @@ int moe_gemm_version(void) {
             : strcmp(env, "v10") == 0 ? 10
             : strcmp(env, "v12") == 0 ? 12
             : strcmp(env, "v13") == 0 ? 13
-            : strcmp(env, "v15") == 0 ? 15
-            : strcmp(env, "v16") == 0 ? 16
-                                      : 17;
+                                      : 16;
     }
     return v;
 }
@@ -105,7 +105,7 @@ extern "C" int nvf_cuda_moe_gemm_ctas_per_sm(int64_t k, int32_t tile_rows) {
     if (moe_gemm_use_reg32(k, tile_rows))
         return REG32_CTAS;
     if (moe_gemm_use_wg(k, tile_rows))
-        return moe_gemm_version() == 17 ? (tile_rows >= 128 ? 1 : 2) : tile_rows >= 64 ? 2 : 3;
+        return tile_rows >= 64 ? 2 : 3;
     if (moe_gemm_use_tiled(k, tile_rows))
         return 2;
     if (tile_rows == 16)

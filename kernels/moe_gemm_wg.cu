@@ -22,6 +22,13 @@
  * CPU's, as for the mma.sync kernels, and it is fixed, so runs are byte-identical. Each chunk's
  * four wgmmas are waited for before the next chunk (overlap comes from the other warpgroups).
  * K % 64 == 0 only.
+ *
+ * Kernel v16 (the default): a tile's wgmmas are as wide as its rows need, rounded up to 32 (32,
+ * 64, 96 or 128), not the tile height. With 128 rows per expert on average (DeepSeek-V3 at 4096
+ * tokens) about half the experts have a second 128-row tile holding a few rows, and with 64
+ * (2048 tokens) most 128-row tiles are half empty; v7 computed them at full width. Each width is
+ * its own wg_tile, not inlined: four inlined widths made the 128-row kernel spill 152 bytes.
+ * The same products in the same k16 steps, so the same bytes as v7 in every stored column.
  */
 #include "kernels/moe_gemm.h"
 
@@ -33,20 +40,17 @@
 #include "nvfp4/status.h"
 
 #include <cuda_runtime.h>
-#include <stdlib.h>
-#include <string.h>
 
 #define WG_N       128 /* weight rows per CTA: 64 per warpgroup */
 #define WG_THREADS 256
 
 /* One K chunk's bytes in shared memory for tiles of NTOK rows, the stages in flight and the
  * E2M1 pair table replicated per lane after them. */
-template <int NTOK, bool PIPE = false> struct wg_cfg {
+template <int NTOK> struct wg_cfg {
     static constexpr int B = NTOK * 128; /* A rows, wgmma's B operand (a multiple of 1024) */
     static constexpr int W = WG_N * 32;  /* weight rows */
     static constexpr int S = 512;        /* their 128x4 scale tile */
-    /* kernel v17 (PIPE) copies 2 chunks ahead and keeps a stage for the wgmmas in flight */
-    static constexpr int STAGES = PIPE || NTOK < 128 ? 4 : 3;
+    static constexpr int STAGES = NTOK == 128 ? 3 : 4;
     static constexpr int LUT = STAGES * (B + W + S);
     static constexpr int SMEM = LUT + E2M1_LUT_REP_WORDS * 4 + 1024; /* + the alignment */
 };
@@ -172,10 +176,10 @@ template <int NTOK> struct wg_src {
 
 /* Shared memory: every stage's A tile first (1024-byte aligned), then the weights, then the
  * scales. */
-template <int NTOK, int NV, bool PIPE>
+template <int NTOK, int NV>
 __device__ __forceinline__ void wg_issue(uint32_t smem, int st, const wg_src<NV> &src, int64_t c,
                                          int tid) {
-    using C = wg_cfg<NTOK, PIPE>;
+    using C = wg_cfg<NTOK>;
 #pragma unroll
     for (int i = 0; i < wg_src<NV>::NA; i++)
         if (src.aok[i])
@@ -188,12 +192,12 @@ __device__ __forceinline__ void wg_issue(uint32_t smem, int st, const wg_src<NV>
 /* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 127,
  * its first NV rows (NV <= NTOK: the rest are beyond the expert's). Ends with no copy and no
  * wgmma in flight; the caller syncs before the stages are reused. */
-template <int NTOK, int NV, bool PIPE>
+template <int NTOK, int NV>
 __device__ __noinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws,
                                      int64_t ws_split_stride, const uint16_t *a, int gather,
                                      const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
                                      int cps, const nvf_cuda_moe_plan &plan) {
-    using C = wg_cfg<NTOK, PIPE>;
+    using C = wg_cfg<NTOK>;
     int e = info >> 20, r0 = info & 0xFFFFF;
     int row_base = plan.offsets[e], cnt = plan.offsets[e + 1] - row_base;
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -239,11 +243,26 @@ __device__ __noinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32
     int64_t nchunks = K / 64;
     int64_t c0 = (int64_t)blockIdx.z * cps;
     int64_t c1 = c0 + cps < nchunks ? c0 + cps : nchunks;
-    /* chunk it's fragments from stage s: rows m0 and m1, the chunk's 32 bytes (block b = bytes
-     * 8b .. 8b + 7) and 4 scales; step k (values 16k .. 16k + 15 of the chunk, block k): lane t's
-     * fragment holds values 2t, 2t + 1 (byte t of word 2k) and 2t + 8, 2t + 9 (byte t of word
-     * 2k + 1) */
-    auto dequant = [&](int s, uint32_t(&af)[4][4]) {
+#pragma unroll
+    for (int i = 0; i < C::STAGES - 1; i++) {
+        if (c0 + i < c1)
+            wg_issue<NTOK, NV>(smem, i, src, c0 + i, tid);
+        cp_commit();
+    }
+    /* each chunk's wgmmas are waited for before the next: with them in flight while the next
+     * chunk's fragments were computed into a second register set, ptxas serialized them anyway
+     * (C7513; bench/results/wg-h200-v7/) */
+    for (int64_t c = c0; c < c1; c++) {
+        int it = (int)(c - c0), s = it % C::STAGES;
+        cp_wait<C::STAGES - 2>();
+        /* the copies (generic proxy) before the tensor cores' reads (async proxy) */
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads(); /* chunk c landed for all; stage (it - 1) % STAGES is free again */
+        if (c + C::STAGES - 1 < c1)
+            wg_issue<NTOK, NV>(smem, (it + C::STAGES - 1) % C::STAGES, src, c + C::STAGES - 1, tid);
+        cp_commit();
+
+        /* rows m0 and m1: the chunk's 32 bytes (block b = bytes 8b .. 8b + 7) and 4 scales */
         const uint8_t *wst = smem_p + C::STAGES * C::B + s * C::W;
         const uint8_t *sst = smem_p + C::STAGES * (C::B + C::W) + s * C::S;
         uint4 q0[2], q1[2];
@@ -252,6 +271,9 @@ __device__ __noinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32
         q1[0] = *(const uint4 *)(wst + w1 + x1);
         q1[1] = *(const uint4 *)(wst + w1 + (x1 ^ 16));
         uint32_t sw0 = *(const uint32_t *)(sst + sc0), sw1 = *(const uint32_t *)(sst + sc1);
+        uint32_t af[4][4];
+        /* step k (values 16k .. 16k + 15 of the chunk, block k): lane t's fragment holds
+         * values 2t, 2t + 1 (byte t of word 2k) and 2t + 8, 2t + 9 (byte t of word 2k + 1) */
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             uint32_t s0, s1; /* block k's scales of both rows */
@@ -264,8 +286,6 @@ __device__ __noinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32
             af[k][2] = bf16x2_mul(lq[__byte_perm(hi0, 0u, sel) << 5], s0);
             af[k][3] = bf16x2_mul(lq[__byte_perm(hi1, 0u, sel) << 5], s1);
         }
-    };
-    auto mma = [&](int s, const uint32_t(&af)[4][4]) {
         uint32_t bs = smem + s * C::B;
 #pragma unroll
         for (int i = 0; i < NV / 2; i++)
@@ -275,70 +295,10 @@ __device__ __noinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32
         for (int k = 0; k < 4; k++)
             wgmma_bf16<NV>::run(acc, af[k], wg_desc_sw128(bs + 32 * k));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    };
-
-    if (PIPE) {
-        /* kernel v17: chunk it's fragments are made while chunk it - 1's wgmmas run, into the
-         * other of two register sets; chunks are copied 2 ahead into stage it + 2, whose chunk
-         * it - 2 every warpgroup has waited for before the barrier */
-        constexpr int LA = C::STAGES - 2;
-#pragma unroll
-        for (int i = 0; i < LA; i++) {
-            if (c0 + i < c1)
-                wg_issue<NTOK, NV, PIPE>(smem, i, src, c0 + i, tid);
-            cp_commit();
-        }
-        uint32_t af0[4][4], af1[4][4];
-        auto step = [&](int64_t c, uint32_t(&af)[4][4]) {
-            int it = (int)(c - c0), s = it % C::STAGES;
-            cp_wait<LA - 1>();
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            __syncthreads();
-            if (c + LA < c1)
-                wg_issue<NTOK, NV, PIPE>(smem, (it + LA) % C::STAGES, src, c + LA, tid);
-            cp_commit();
-            dequant(s, af);
-            mma(s, af);
-            /* chunk it - 1's wgmmas done: the other register set is free */
-            asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        };
-        for (int64_t c = c0; c < c1; c += 2) {
-            step(c, af0);
-            if (c + 1 < c1)
-                step(c + 1, af1);
-        }
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
         for (int i = 0; i < NV / 2; i++)
             wg_fence_reg(acc[i]);
-    } else {
-#pragma unroll
-        for (int i = 0; i < C::STAGES - 1; i++) {
-            if (c0 + i < c1)
-                wg_issue<NTOK, NV, PIPE>(smem, i, src, c0 + i, tid);
-            cp_commit();
-        }
-        /* each chunk's wgmmas are waited for before the next: with them in flight while the
-         * next chunk's fragments were computed into a second register set, ptxas serialized
-         * them anyway (C7513; bench/results/wg-h200-v7/) */
-        for (int64_t c = c0; c < c1; c++) {
-            int it = (int)(c - c0), s = it % C::STAGES;
-            cp_wait<C::STAGES - 2>();
-            /* the copies (generic proxy) before the tensor cores' reads (async proxy) */
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            __syncthreads(); /* chunk c landed for all; stage (it - 1) % STAGES is free again */
-            if (c + C::STAGES - 1 < c1)
-                wg_issue<NTOK, NV, PIPE>(smem, (it + C::STAGES - 1) % C::STAGES, src,
-                                         c + C::STAGES - 1, tid);
-            cp_commit();
-            uint32_t af[4][4];
-            dequant(s, af);
-            mma(s, af);
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-            for (int i = 0; i < NV / 2; i++)
-                wg_fence_reg(acc[i]);
-        }
     }
     cp_wait<0>();
 
@@ -357,10 +317,8 @@ __device__ __noinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32
 
 /* CTA (x, y, z): weight rows 128 x of tiles y, y + gridDim.y, ... up to the first unused one, K
  * range z. */
-template <int NTOK, bool PIPE>
-__global__ void __launch_bounds__(WG_THREADS, PIPE         ? (NTOK >= 128 ? 1 : 2)
-                                              : NTOK >= 64 ? 2
-                                                           : 3)
+template <int NTOK>
+__global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
     moe_gemm_wg_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                        const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
                        int chunks_per_split, nvf_cuda_moe_plan plan, int varn) {
@@ -372,7 +330,7 @@ __global__ void __launch_bounds__(WG_THREADS, PIPE         ? (NTOK >= 128 ? 1 : 
     uint32_t smem0 = (uint32_t)__cvta_generic_to_shared(wg_smem);
     uint32_t smem = (smem0 + 1023u) & ~1023u;
     uint8_t *smem_p = wg_smem + (smem - smem0);
-    e2m1_pair_lut_rep((uint32_t *)(smem_p + wg_cfg<NTOK, PIPE>::LUT));
+    e2m1_pair_lut_rep((uint32_t *)(smem_p + wg_cfg<NTOK>::LUT));
     __syncthreads();
     for (int64_t ty = blockIdx.y; ty < plan.max_tiles; ty += gridDim.y) {
         int32_t info = plan.tile_info[ty];
@@ -382,8 +340,8 @@ __global__ void __launch_bounds__(WG_THREADS, PIPE         ? (NTOK >= 128 ? 1 : 
         int e = info >> 20, rows = plan.offsets[e + 1] - plan.offsets[e] - (info & 0xFFFFF);
         int nv = varn ? (rows + 31) / 32 * 32 : NTOK;
 #define WG_TILE(NV)                                                                                \
-    wg_tile<NTOK, NV, PIPE>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,       \
-                            chunks_per_split, plan)
+    wg_tile<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,             \
+                      chunks_per_split, plan)
         if (NTOK <= 32 || nv <= 32)
             WG_TILE(32);
         else if (NTOK == 64 || nv <= 64)
@@ -401,424 +359,26 @@ __global__ void __launch_bounds__(WG_THREADS, PIPE         ? (NTOK >= 128 ? 1 : 
 #endif
 }
 
-/* ---- kernel v15: the weights dequantized into shared memory, both wgmma operands there ---- */
-
-/*
- * Kernel v15 keeps v7's CTA (two warpgroups, 128 weight rows of one expert against one tile, the
- * transposed product, the natural K order) and changes two things:
- * - A warpgroup dequantizes its 64 weight rows of a chunk into shared memory, in the 128-byte
- *   swizzle layout wgmma reads A from, two buffers deep: it makes chunk c + 1 while its wgmmas of
- *   chunk c run (wgmma.wait_group 1), and writes no register a wgmma in flight reads (v7 built A
- *   in registers and waited for every chunk's wgmmas, since ptxas serializes a wgmma whose A
- *   registers are written while an earlier one runs, C7513: its tensor pipe was 46% busy at 4096
- *   tokens, wg-h200-v7/c8-cta256/ncu-4096-v7.txt).
- * - A tile's wgmmas are as wide as its rows need, rounded up to 32 (32, 64, 96 or 128), not the
- *   tile height: at 128 rows per expert on average (DeepSeek-V3 at 4096 tokens) about half the
- *   experts have a second tile holding a few rows, which v7 computed as 128. NVFP4_MOE_WG_VARN=0
- *   keeps the tile height (for side-by-side timing).
- * The codes are decoded without a table (e2m1x8_bf16x2: values times 2^-126, pairs (i, i + 4) of
- * a word, put back in the natural order by PRMT), the scales converted by cvt and multiplied by
- * E2M1_BITS_SCALE, so the products are the exact BF16 values times 2^-7 and the sums are
- * multiplied by 128 when stored (exact): the same products meet the same A values in the same
- * k16 steps as v7. Without v7's 32 KB pair table two CTAs of 128-row tiles fit an SM.
- * The copies: each chunk's A rows (wgmma's B operand) SS_SB stages deep, needed one chunk after
- * they are issued (from L2 mostly: the 32 CTAs of a tile's 4096 weight rows read the same rows),
- * the weights and their scale tile (from HBM) SS_SW stages deep.
- */
-#define SS_SB 3
-#define SS_SW 6
-
-template <int NTOK> struct ss_cfg {
-    static constexpr int B = NTOK * 128;     /* A rows of a stage: wgmma's B operand */
-    static constexpr int D = WG_N * 128;     /* a buffer of dequantized weights (64 rows a wg) */
-    static constexpr int W = WG_N * 32;      /* a stage's raw weight rows */
-    static constexpr int S = WG_THREADS * 4; /* each thread's row's 4 scale bytes */
-    static constexpr int OFF_D = SS_SB * B;
-    static constexpr int OFF_W = OFF_D + 2 * D;
-    static constexpr int OFF_S = OFF_W + SS_SW * W;
-    static constexpr int SMEM = OFF_S + SS_SW * S + 1024; /* + the alignment */
-};
-
-/* wgmma m64nNk16, f32 += bf16 x bf16, both operands from shared-memory descriptors. */
-template <int N> struct wgmma_ss_bf16;
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)
-template <> struct wgmma_ss_bf16<32> {
-    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-                       "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-                       "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-                     : "l"(da), "l"(db), "r"(1));
-    }
-};
-
-template <> struct wgmma_ss_bf16<64> {
-    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                     "%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-                       "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-                       "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-                       "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-                       "+f"(d[30]), "+f"(d[31])
-                     : "l"(da), "l"(db), "r"(1));
-    }
-};
-
-template <> struct wgmma_ss_bf16<96> {
-    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
-                     "%43,%44,%45,%46,%47}, %48, %49, p, 1, 1, 0, 0;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-                       "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-                       "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-                       "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-                       "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-                       "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-                       "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
-                     : "l"(da), "l"(db), "r"(1));
-    }
-};
-
-template <> struct wgmma_ss_bf16<128> {
-    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
-                     "%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,"
-                     "%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-                       "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-                       "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-                       "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-                       "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-                       "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-                       "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
-                       "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
-                       "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                     : "l"(da), "l"(db), "r"(1));
-    }
-};
-#endif
-
-/* Two E4M3 scale bytes as BF16 pairs times E2M1_BITS_SCALE (2^119), exact: E4M3 -> F16 -> F32 in
- * hardware, times a power of two that keeps 448 below 2^128 and 2^-9 normal, to BF16. */
-__device__ __forceinline__ void e4m3x2_bf16x2_bits(uint32_t two, uint32_t *s0, uint32_t *s1) {
-    asm("{\n\t.reg .b32 p;\n\t.reg .b16 l, h;\n\t.reg .f32 a, b;\n\t"
-        "cvt.rn.f16x2.e4m3x2 p, %2;\n\tmov.b32 {l, h}, p;\n\t"
-        "cvt.f32.f16 a, l;\n\tcvt.f32.f16 b, h;\n\t"
-        "mul.f32 a, a, 0f7B000000;\n\tmul.f32 b, b, 0f7B000000;\n\t"
-        "cvt.rn.bf16x2.f32 %0, a, a;\n\tcvt.rn.bf16x2.f32 %1, b, b;\n\t}"
-        : "=r"(*s0), "=r"(*s1)
-        : "h"((unsigned short)(two & 0xFFFFu)));
-}
-
-/* What one thread copies of every chunk, the pointers advanced a chunk at a time: weight row
- * tid / 2's half tid % 2 (16 bytes) and that row's four scale bytes (4 bytes), which this thread
- * alone dequantizes (so no barrier stands between their copy and their use), and the A pieces
- * q = tid + 256 i (row q / 8, piece q % 8) of the tile's first NV rows. */
-template <int NV> struct ss_src {
-    static constexpr int NA = (NV * 8 + WG_THREADS - 1) / WG_THREADS;
-    const uint8_t *w, *s;
-    const uint16_t *a[NA];
-    uint32_t adst[NA];
-    bool aok[NA];
-};
-
-/* 4 bytes global -> shared (cp.async's .ca form: .cg takes 16 only). */
-__device__ __forceinline__ void cp4s(uint32_t saddr, const void *gmem) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(saddr), "l"(gmem));
-}
-
-/* The next chunk's A pieces into the A stage at `stage`. */
-template <int NV> __device__ __forceinline__ void ss_issue_a(uint32_t stage, ss_src<NV> &src) {
-#pragma unroll
-    for (int i = 0; i < ss_src<NV>::NA; i++) {
-        if (src.aok[i])
-            cp16s(stage + src.adst[i], src.a[i]);
-        src.a[i] += 64;
-    }
-}
-
-/* The next chunk's weight half row and scale bytes into the weight stage: wst + 16 tid and
- * sst + 4 tid. */
-template <int NV>
-__device__ __forceinline__ void ss_issue_w(uint32_t wst, uint32_t sst, ss_src<NV> &src, int tid) {
-    cp16s(wst + 16 * tid, src.w);
-    cp4s(sst + 4 * tid, src.s);
-    src.w += 32;
-    src.s += 512;
-}
-
-/* This thread's share of a chunk's dequantization: the 16 bytes it copied (weight row dm's words
- * 4 dh .. 4 dh + 3, blocks 2 dh and 2 dh + 1; scales: bytes 2 dh, 2 dh + 1 of s4) into row dm of
- * the dequantized buffer (drow), piece p at 16 (p ^ dm % 8): a quarter warp's 16-byte stores fall
- * in 8 different piece slots. */
-__device__ __forceinline__ void ss_dequant(uint4 q, uint32_t s4, uint8_t *drow, int dm, int dh) {
-    uint32_t s0, s1;
-    e4m3x2_bf16x2_bits(s4 >> (16 * dh), &s0, &s1);
-    const uint32_t word[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        uint32_t r[4], sc = i < 2 ? s0 : s1;
-        e2m1x8_bf16x2(word[i], r); /* r[j] = (value j, value j + 4) of the word */
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            r[j] = bf16x2_mul(r[j], sc);
-        uint4 o;
-        o.x = __byte_perm(r[0], r[1], 0x5410u); /* values 0, 1 */
-        o.y = __byte_perm(r[2], r[3], 0x5410u); /* 2, 3 */
-        o.z = __byte_perm(r[0], r[1], 0x7632u); /* 4, 5 */
-        o.w = __byte_perm(r[2], r[3], 0x7632u); /* 6, 7 */
-        *(uint4 *)(drow + 16 * ((4 * dh + i) ^ (dm & 7))) = o;
-    }
-}
-
-__device__ __forceinline__ void fence_async_smem(void) {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-/* The low word of wg_desc_sw128(saddr); the high word is WG_DESC_HI. A k16 step adds 2. */
-#define WG_DESC_HI ((1024u >> 4) | (1u << 30))
-__device__ __forceinline__ uint32_t wg_desc_lo(uint32_t saddr) {
-    return ((saddr & 0x3FFFFu) >> 4) | (1u << 16);
-}
-
-/* One tile: rows r0 .. of expert e (cnt rows from permuted row row_base), split blockIdx.z's K
- * range, wgmmas NV wide. Ends with no copy and no wgmma in flight; the caller syncs before the
- * stages are reused. */
-template <int NTOK, int NV>
-__device__ __forceinline__ void
-ss_tile(uint32_t smem, uint8_t *smem_p, int e, int r0, int row_base, int cnt, float *ws,
-        int64_t ws_split_stride, const uint16_t *a, int gather, const uint8_t *w, const uint8_t *sf,
-        int64_t N, int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
-    using C = ss_cfg<NTOK>;
-    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    int wg = warp >> 2;
-    int64_t nb = (int64_t)blockIdx.x * WG_N;
-    int64_t kcols = K / 16, kt = kcols / 4;
-    int64_t nchunks = K / 64, c0 = (int64_t)blockIdx.z * cps;
-    int nc = (int)((c0 + cps < nchunks ? c0 + cps : nchunks) - c0);
-    const uint8_t *we = w + (int64_t)e * N * (K / 2);
-    const uint8_t *se = sf + (int64_t)e * nvf_layout_bytes(NVF_LAYOUT_128X4, N, kcols);
-    /* this thread's weight row (within the CTA's 128) and half: copied and dequantized */
-    int dm = tid >> 1, dh = tid & 1;
-
-    ss_src<NV> src;
-    {
-        int64_t n = nb + dm;
-        /* rows beyond N read row 0: their products land in rows that are not stored */
-        src.w = we + (n < N ? n : 0) * (K / 2) + dh * 16 + c0 * 32;
-        src.s = se + (nb / 128) * kt * 512 + c0 * 512 + (dm & 31) * 16 + (dm >> 5) * 4;
-#pragma unroll
-        for (int i = 0; i < ss_src<NV>::NA; i++) {
-            int q = tid + WG_THREADS * i, r = q >> 3, j = q & 7;
-            /* rows beyond the expert's are not copied: their columns are not stored */
-            src.aok[i] = q < NV * 8 && r0 + r < cnt;
-            int64_t p = row_base + (src.aok[i] ? r0 + r : 0);
-            int64_t from = gather ? plan.perm[p] / plan.top_k : p;
-            src.a[i] = a + from * K + j * 8 + c0 * 64;
-            src.adst[i] = (uint32_t)(r * 128 + ((j ^ (r & 7)) * 16));
-        }
-    }
-    uint8_t *drow = smem_p + C::OFF_D + dm * 128;
-    const uint8_t *wsrc = smem_p + C::OFF_W + 16 * tid, *ssrc = smem_p + C::OFF_S + 4 * tid;
-
-    float acc[NV / 2];
-#pragma unroll
-    for (int i = 0; i < NV / 2; i++)
-        acc[i] = 0.0f;
-
-    /* the copies in commit groups: weights 0 .. SW - SB, then (A j, weights j + SW - SB + 1) for
-     * j < SB - 1; iteration j of the loop adds (A j + SB - 1, weights j + SW), so when chunk
-     * j + 1 is needed only the last group (weights j + SW - 1) may be pending */
-    int wi = 0; /* the weight stage of the next weight copy */
-    for (int j = 0; j <= SS_SW - SS_SB; j++, wi++)
-        if (j < nc)
-            ss_issue_w(smem + C::OFF_W + wi * C::W, smem + C::OFF_S + wi * C::S, src, tid);
-    cp_commit();
-    for (int j = 0; j < SS_SB - 1; j++, wi++) {
-        if (j < nc)
-            ss_issue_a(smem + j * C::B, src);
-        cp_commit();
-        if (j + SS_SW - SS_SB + 1 < nc)
-            ss_issue_w(smem + C::OFF_W + wi * C::W, smem + C::OFF_S + wi * C::S, src, tid);
-        cp_commit();
-    }
-    cp_wait<2 * SS_SB - 3>(); /* this thread's A 0 and weights 0 */
-    if (nc > 0)
-        ss_dequant(*(const uint4 *)wsrc, *(const uint32_t *)ssrc, drow, dm, dh);
-    fence_async_smem(); /* the generic stores and copies before the tensor cores' reads */
-    __syncthreads();
-
-    uint32_t la0 = wg_desc_lo(smem + C::OFF_D + (uint32_t)wg * (C::D / 2)), lb0 = wg_desc_lo(smem);
-    int sa = 0, sw = 1 % SS_SW; /* chunk j's A stage, chunk j + 1's weight stage */
-    for (int j = 0; j < nc; j++) {
-        uint32_t la = la0 + (uint32_t)(j & 1) * (C::D >> 4), lb = lb0 + (uint32_t)sa * (C::B >> 4);
-#pragma unroll
-        for (int i = 0; i < NV / 2; i++)
-            wg_fence_reg(acc[i]);
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            wgmma_ss_bf16<NV>::run(acc, ((uint64_t)WG_DESC_HI << 32) | (la + 2 * k),
-                                   ((uint64_t)WG_DESC_HI << 32) | (lb + 2 * k));
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        /* this warpgroup's wgmmas of chunk j - 1 done: its dequantized buffer is free */
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        cp_wait<2 * SS_SB - 5>(); /* this thread's A j + 1 and weights j + 1 */
-        if (j + 1 < nc)
-            ss_dequant(*(const uint4 *)(wsrc + sw * C::W), *(const uint32_t *)(ssrc + sw * C::S),
-                       drow + ((j + 1) & 1) * C::D, dm, dh);
-        fence_async_smem();
-        /* for every warp: chunk j + 1 copied and dequantized, chunk j - 1's wgmmas done (its A
-         * stage free) */
-        __syncthreads();
-        int sp = sa == 0 ? SS_SB - 1 : sa - 1, wp = sw == 0 ? SS_SW - 1 : sw - 1;
-        if (j + SS_SB - 1 < nc)
-            ss_issue_a(smem + (uint32_t)sp * C::B, src);
-        cp_commit();
-        if (j + SS_SW < nc) /* into chunk j's weight stage, dequantized by this thread already */
-            ss_issue_w(smem + C::OFF_W + (uint32_t)wp * C::W, smem + C::OFF_S + (uint32_t)wp * C::S,
-                       src, tid);
-        cp_commit();
-        sa = sa + 1 == SS_SB ? 0 : sa + 1;
-        sw = sw + 1 == SS_SW ? 0 : sw + 1;
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-    for (int i = 0; i < NV / 2; i++)
-        wg_fence_reg(acc[i]);
-    cp_wait<0>();
-
-    /* acc[4j + i]: weight row m0 + 8 (i / 2), tile row 8j + 2t + i % 2 */
-    int m0 = wg * 64 + (warp & 3) * 16 + g;
-    float *wz = ws + (int64_t)blockIdx.z * ws_split_stride;
-#pragma unroll
-    for (int j = 0; j < NV / 8; j++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            int r = r0 + 8 * j + 2 * t + (i & 1);
-            int64_t n = nb + m0 + 8 * (i >> 1);
-            if (r < cnt && n < N)
-                wz[(row_base + r) * N + n] = acc[4 * j + i] * E2M1_BITS_UNDO;
-        }
-}
-
-/* CTA (x, y, z) as moe_gemm_wg_kernel; each tile's wgmmas as wide as its rows need (varn) or
- * NTOK. */
-template <int NTOK>
-__global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
-    moe_gemm_ss_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
-                       const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
-                       int chunks_per_split, nvf_cuda_moe_plan plan, int varn) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if (plan.tile_info[blockIdx.y] < 0) /* before anything else: CTAs beyond the used tiles */
-        return;
-    extern __shared__ __align__(128) uint8_t ss_smem[];
-    uint32_t smem0 = (uint32_t)__cvta_generic_to_shared(ss_smem);
-    uint32_t smem = (smem0 + 1023u) & ~1023u;
-    uint8_t *smem_p = ss_smem + (smem - smem0);
-    for (int64_t ty = blockIdx.y; ty < plan.max_tiles; ty += gridDim.y) {
-        int32_t info = plan.tile_info[ty];
-        if (info < 0)
-            break;
-        int e = info >> 20, r0 = info & 0xFFFFF;
-        int row_base = plan.offsets[e], cnt = plan.offsets[e + 1] - row_base;
-        int rows = cnt - r0 < NTOK ? cnt - r0 : NTOK;
-        int nv = varn ? (rows + 31) / 32 * 32 : NTOK;
-#define SS_TILE(NV)                                                                                \
-    ss_tile<NTOK, NV>(smem, smem_p, e, r0, row_base, cnt, ws, ws_split_stride, a, gather, w, sf,   \
-                      N, K, chunks_per_split, plan)
-        if (NTOK <= 32 || nv <= 32)
-            SS_TILE(NTOK <= 32 ? NTOK : 32);
-        else if (NTOK == 64 || nv <= 64)
-            SS_TILE(NTOK >= 64 ? 64 : 32);
-        else if (nv <= 96)
-            SS_TILE(NTOK >= 96 ? 96 : 32);
-        else
-            SS_TILE(NTOK);
-#undef SS_TILE
-        __syncthreads(); /* every warp is done with the stages before the next tile's copies */
-    }
-#else
-    (void)ws, (void)ws_split_stride, (void)a, (void)gather, (void)w, (void)sf, (void)N, (void)K;
-    (void)chunks_per_split, (void)plan, (void)varn;
-#endif
-}
-
 /* ---- launchers --------------------------------------------------------------------------- */
 
-template <int NTOK, bool PIPE>
+template <int NTOK>
 static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                      const uint8_t *sf, int64_t n, int64_t k, int cps,
                      const nvf_cuda_moe_plan *plan, cudaStream_t st) {
     int rc = 0;
     static int smem_set = 0; /* the dynamic shared memory beyond 48 KB, once per kernel */
     if (!smem_set) {
-        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_wg_kernel<NTOK, PIPE>,
+        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_wg_kernel<NTOK>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          wg_cfg<NTOK, PIPE>::SMEM));
+                                          wg_cfg<NTOK>::SMEM));
         smem_set = 1;
     }
     {
         int64_t nchunks = k / 64;
         dim3 grid((unsigned)((n + WG_N - 1) / WG_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
                   (unsigned)((nchunks + cps - 1) / cps));
-        moe_gemm_wg_kernel<NTOK, PIPE><<<grid, WG_THREADS, wg_cfg<NTOK, PIPE>::SMEM, st>>>(
+        moe_gemm_wg_kernel<NTOK><<<grid, WG_THREADS, wg_cfg<NTOK>::SMEM, st>>>(
             ws, stride, a, gather, w, sf, n, k, cps, *plan, moe_gemm_version() >= 16);
-        NVF_CUDA_TRY(cudaGetLastError());
-    }
-done:
-    return rc;
-}
-
-template <int NTOK>
-static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
-                     const uint8_t *sf, int64_t n, int64_t k, int cps,
-                     const nvf_cuda_moe_plan *plan, cudaStream_t st) {
-    return moe_gemm_version() >= 17
-               ? launch_wg<NTOK, true>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
-               : launch_wg<NTOK, false>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
-}
-
-/* Kernel v15's launch: as launch_wg. NVFP4_MOE_WG_VARN=0 makes every tile's wgmmas NTOK wide
- * (read once). */
-template <int NTOK>
-static int launch_ss(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
-                     const uint8_t *sf, int64_t n, int64_t k, int cps,
-                     const nvf_cuda_moe_plan *plan, cudaStream_t st) {
-    int rc = 0;
-    static int smem_set = 0, varn = -1;
-    if (!smem_set) {
-        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_ss_kernel<NTOK>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          ss_cfg<NTOK>::SMEM));
-        smem_set = 1;
-    }
-    if (varn < 0) {
-        const char *env = getenv("NVFP4_MOE_WG_VARN");
-        varn = !(env && strcmp(env, "0") == 0);
-    }
-    {
-        int64_t nchunks = k / 64;
-        dim3 grid((unsigned)((n + WG_N - 1) / WG_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
-                  (unsigned)((nchunks + cps - 1) / cps));
-        moe_gemm_ss_kernel<NTOK><<<grid, WG_THREADS, ss_cfg<NTOK>::SMEM, st>>>(
-            ws, stride, a, gather, w, sf, n, k, cps, *plan, varn);
         NVF_CUDA_TRY(cudaGetLastError());
     }
 done:
@@ -837,7 +397,7 @@ extern "C" int nvf_cuda_moe_gemm_wg_ok(void) {
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
             major == 9 && minor == 0 &&
-            cudaFuncGetAttributes(&attr, moe_gemm_wg_kernel<32, false>) == cudaSuccess;
+            cudaFuncGetAttributes(&attr, moe_gemm_wg_kernel<32>) == cudaSuccess;
         (void)cudaGetLastError();
     }
     return ok;
@@ -847,18 +407,6 @@ extern "C" int nvf_cuda_moe_gemm_wg(float *ws, int64_t ws_split_stride, const ui
                                     int gather, const uint8_t *w, const uint8_t *sf, int64_t n,
                                     int64_t k, int chunks_per_split, const nvf_cuda_moe_plan *plan,
                                     struct CUstream_st *stream) {
-    if (moe_gemm_version() == 15)
-        switch (plan->tile_rows) {
-        case 32:
-            return launch_ss<32>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split,
-                                 plan, stream);
-        case 64:
-            return launch_ss<64>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split,
-                                 plan, stream);
-        default:
-            return launch_ss<128>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split,
-                                  plan, stream);
-        }
     switch (plan->tile_rows) {
     case 32:
         return launch_wg<32>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
