@@ -334,10 +334,10 @@ __device__ __forceinline__ void wg_issue(uint32_t smem, int st, const wg_src<NV>
  * its first NV rows (NV <= NTOK: the rest are beyond the expert's). Ends with no copy and no
  * wgmma in flight; the caller syncs before the stages are reused. */
 template <int NTOK, int NV, bool X4>
-__device__ __noinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws,
-                                     int64_t ws_split_stride, const uint16_t *a, int gather,
-                                     const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
-                                     int cps, const nvf_cuda_moe_plan &plan) {
+__device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info,
+                                        float *ws, int64_t ws_split_stride, const uint16_t *a,
+                                        int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
+                                        int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
     using C = wg_cfg<NTOK>;
     int e = info >> 20, r0 = info & 0xFFFFF;
     int row_base = plan.offsets[e], cnt = plan.offsets[e + 1] - row_base;
@@ -460,13 +460,26 @@ __device__ __noinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32
         }
 }
 
+/* wg_tile as a function of its own (kernel v16): not inlined, the four widths did not spill, but
+ * ptxas then waits for every wgmma before the next (C7510: "wgmma pipeline crossing function
+ * boundary"), which kernel v18 avoids by inlining. */
+template <int NTOK, int NV>
+__device__ __noinline__ void
+wg_tile_call(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws, int64_t ws_split_stride,
+             const uint16_t *a, int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
+             int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
+    wg_tile<NTOK, NV, false>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps,
+                             plan);
+}
+
 /* CTA (x, y, z): weight rows 128 x of tiles y, y + gridDim.y, ... up to the first unused one, K
- * range z. */
-template <int NTOK, bool X4>
+ * range z. KV: 7 (to v13) each tile NTOK wide; 16 and 18 as wide as its rows need, the tile a
+ * function call (16) or inlined with its four wgmmas in one statement (18). */
+template <int NTOK, int KV>
 __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
     moe_gemm_wg_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                        const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
-                       int chunks_per_split, nvf_cuda_moe_plan plan, int varn) {
+                       int chunks_per_split, nvf_cuda_moe_plan plan) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if (plan.tile_info[blockIdx.y] < 0) /* before anything else: CTAs beyond the used tiles */
         return;
@@ -481,39 +494,50 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
         int32_t info = plan.tile_info[ty];
         if (info < 0)
             break;
-        /* kernel v16: the wgmmas as wide as the tile's rows need (varn) */
-        int e = info >> 20, rows = plan.offsets[e + 1] - plan.offsets[e] - (info & 0xFFFFF);
-        int nv = varn ? (rows + 31) / 32 * 32 : NTOK;
+        if constexpr (KV == 7) {
+            wg_tile<NTOK, NTOK, false>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N,
+                                       K, chunks_per_split, plan);
+        } else {
+            /* the wgmmas as wide as the tile's rows need, rounded up to 32 */
+            int e = info >> 20, rows = plan.offsets[e + 1] - plan.offsets[e] - (info & 0xFFFFF);
+            int nv = (rows + 31) / 32 * 32;
 #define WG_TILE(NV)                                                                                \
-    wg_tile<NTOK, NV, X4>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,         \
-                          chunks_per_split, plan)
-        if (NTOK <= 32 || nv <= 32)
-            WG_TILE(32);
-        else if (NTOK == 64 || nv <= 64)
-            WG_TILE(64);
-        else if (nv <= 96)
-            WG_TILE(NTOK >= 96 ? 96 : 64);
-        else
-            WG_TILE(NTOK);
+    do {                                                                                           \
+        if constexpr (KV == 18)                                                                    \
+            wg_tile<NTOK, NV, true>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N,  \
+                                    K, chunks_per_split, plan);                                    \
+        else                                                                                       \
+            wg_tile_call<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N,   \
+                                   K, chunks_per_split, plan);                                     \
+    } while (0)
+            if (NTOK <= 32 || nv <= 32)
+                WG_TILE(32);
+            else if (NTOK == 64 || nv <= 64)
+                WG_TILE(64);
+            else if (nv <= 96)
+                WG_TILE(NTOK >= 96 ? 96 : 64);
+            else
+                WG_TILE(NTOK);
 #undef WG_TILE
+        }
         __syncthreads(); /* every warp is done with the stages before the next tile's copies */
     }
 #else
     (void)ws, (void)ws_split_stride, (void)a, (void)gather, (void)w, (void)sf, (void)N, (void)K;
-    (void)chunks_per_split, (void)plan, (void)varn;
+    (void)chunks_per_split, (void)plan;
 #endif
 }
 
 /* ---- launchers --------------------------------------------------------------------------- */
 
-template <int NTOK, bool X4>
+template <int NTOK, int KV>
 static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                      const uint8_t *sf, int64_t n, int64_t k, int cps,
                      const nvf_cuda_moe_plan *plan, cudaStream_t st) {
     int rc = 0;
     static int smem_set = 0; /* the dynamic shared memory beyond 48 KB, once per kernel */
     if (!smem_set) {
-        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_wg_kernel<NTOK, X4>,
+        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_wg_kernel<NTOK, KV>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           wg_cfg<NTOK>::SMEM));
         smem_set = 1;
@@ -522,8 +546,8 @@ static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, c
         int64_t nchunks = k / 64;
         dim3 grid((unsigned)((n + WG_N - 1) / WG_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
                   (unsigned)((nchunks + cps - 1) / cps));
-        moe_gemm_wg_kernel<NTOK, X4><<<grid, WG_THREADS, wg_cfg<NTOK>::SMEM, st>>>(
-            ws, stride, a, gather, w, sf, n, k, cps, *plan, moe_gemm_version() >= 16);
+        moe_gemm_wg_kernel<NTOK, KV><<<grid, WG_THREADS, wg_cfg<NTOK>::SMEM, st>>>(
+            ws, stride, a, gather, w, sf, n, k, cps, *plan);
         NVF_CUDA_TRY(cudaGetLastError());
     }
 done:
@@ -534,9 +558,10 @@ template <int NTOK>
 static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                      const uint8_t *sf, int64_t n, int64_t k, int cps,
                      const nvf_cuda_moe_plan *plan, cudaStream_t st) {
-    return moe_gemm_version() >= 18
-               ? launch_wg<NTOK, true>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
-               : launch_wg<NTOK, false>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
+    int v = moe_gemm_version();
+    return v >= 18   ? launch_wg<NTOK, 18>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
+           : v >= 16 ? launch_wg<NTOK, 16>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
+                     : launch_wg<NTOK, 7>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
 }
 
 /* Whether the current device runs this file's kernels: they are built for sm_90a only, which
@@ -551,7 +576,7 @@ extern "C" int nvf_cuda_moe_gemm_wg_ok(void) {
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
             major == 9 && minor == 0 &&
-            cudaFuncGetAttributes(&attr, moe_gemm_wg_kernel<32, false>) == cudaSuccess;
+            cudaFuncGetAttributes(&attr, moe_gemm_wg_kernel<32, 7>) == cudaSuccess;
         (void)cudaGetLastError();
     }
     return ok;
