@@ -38,7 +38,7 @@ int moe_gemm_version(void) {
     static int v = 0;
     if (v == 0) {
         const char *env = getenv("NVFP4_MOE_GEMM");
-        v = !env                      ? 18
+        v = !env                      ? 16
             : strcmp(env, "v1") == 0  ? 1
             : strcmp(env, "v2") == 0  ? 2
             : strcmp(env, "v3") == 0  ? 3
@@ -50,8 +50,7 @@ int moe_gemm_version(void) {
             : strcmp(env, "v10") == 0 ? 10
             : strcmp(env, "v12") == 0 ? 12
             : strcmp(env, "v13") == 0 ? 13
-            : strcmp(env, "v16") == 0 ? 16
-                                      : 18;
+                                      : 16;
     }
     return v;
 }
