@@ -207,6 +207,25 @@ static uint64_t wait_ready(hash_job *h, uint64_t at, int *rc) {
     return ready;
 }
 
+/* The next piece of [at, end) to read back: once the writer has published bytes past `at`, *k
+ * of them (at most READ_CHUNK). `*ready` carries the published extent between calls. */
+static int next_piece(hash_job *h, uint64_t at, uint64_t end, uint64_t *ready, size_t *k) {
+    int rc = NVF_OK;
+    if (*ready <= at)
+        *ready = wait_ready(h, at, &rc);
+    if (rc != NVF_OK)
+        return rc;
+    uint64_t upto = *ready < end ? *ready : end;
+    *k = upto - at < READ_CHUNK ? (size_t)(upto - at) : READ_CHUNK;
+    return NVF_OK;
+}
+
+/* Read that piece back into buf (unless quitting). */
+static int read_piece(hash_job *h, uint64_t at, uint8_t *buf, size_t k) {
+    int rc = quitting(h);
+    return rc == NVF_OK ? nvf_st_writer_read_at(h->w->st, at, buf, k) : rc;
+}
+
 /* SHA-256 of the whole file, from start to end, following the bytes the writer publishes. */
 static int hash_sha(hash_job *h, uint8_t *buf) {
     nvf_sha256 *sha = nvf_sha256_new();
@@ -214,16 +233,11 @@ static int hash_sha(hash_job *h, uint8_t *buf) {
     uint64_t ready = 0;
     for (uint64_t at = 0; rc == NVF_OK && at < h->file_bytes;) {
         uint64_t t = cv_prof_now();
-        if (ready <= at) {
-            ready = wait_ready(h, at, &rc);
-            t = cv_prof_add(CV_P_WAIT_PUBLISHED, t);
-        }
-        if (rc != NVF_OK)
-            break;
-        size_t k = ready - at < READ_CHUNK ? (size_t)(ready - at) : READ_CHUNK;
-        rc = quitting(h);
+        size_t k = 0;
+        rc = next_piece(h, at, h->file_bytes, &ready, &k);
+        t = cv_prof_add(CV_P_WAIT_PUBLISHED, t);
         if (rc == NVF_OK)
-            rc = nvf_st_writer_read_at(h->w->st, at, buf, k);
+            rc = read_piece(h, at, buf, k);
         t = cv_prof_add(CV_P_SHA_READ, t);
         if (rc == NVF_OK)
             rc = nvf_sha256_update(sha, buf, k);
@@ -246,16 +260,11 @@ static int hash_crcs(hash_job *h, uint8_t *buf) {
         uint64_t base = nvf_st_writer_tensor_offset(w->st, i), end = base + o->bytes;
         uint32_t crc = 0;
         for (uint64_t at = base; rc == NVF_OK && at < end;) {
-            if (ready <= at)
-                ready = wait_ready(h, at, &rc);
+            size_t k = 0;
+            rc = next_piece(h, at, end, &ready, &k);
             uint64_t t = cv_prof_now();
-            if (rc != NVF_OK)
-                break;
-            uint64_t upto = ready < end ? ready : end;
-            size_t k = upto - at < READ_CHUNK ? (size_t)(upto - at) : READ_CHUNK;
-            rc = quitting(h);
             if (rc == NVF_OK)
-                rc = nvf_st_writer_read_at(w->st, at, buf, k);
+                rc = read_piece(h, at, buf, k);
             if (rc == NVF_OK)
                 crc = nvf_crc32(crc, buf, k);
             cv_prof_add(CV_P_CRC, t);
