@@ -50,6 +50,7 @@ int moe_gemm_version(void) {
             : strcmp(env, "v10") == 0 ? 10
             : strcmp(env, "v12") == 0 ? 12
             : strcmp(env, "v13") == 0 ? 13
+            : strcmp(env, "v19") == 0 ? 19
                                       : 16;
     }
     return v;
@@ -105,7 +106,7 @@ extern "C" int nvf_cuda_moe_gemm_ctas_per_sm(int64_t k, int32_t tile_rows) {
     if (moe_gemm_use_reg32(k, tile_rows))
         return REG32_CTAS;
     if (moe_gemm_use_wg(k, tile_rows))
-        return tile_rows >= 64 ? 2 : 3;
+        return tile_rows == 128 && moe_gemm_version() >= 19 ? 1 : tile_rows >= 64 ? 2 : 3;
     if (moe_gemm_use_tiled(k, tile_rows))
         return 2;
     if (tile_rows == 16)

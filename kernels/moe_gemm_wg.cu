@@ -46,11 +46,11 @@
 
 /* One K chunk's bytes in shared memory for tiles of NTOK rows, the stages in flight and the
  * E2M1 pair table replicated per lane after them. */
-template <int NTOK> struct wg_cfg {
+template <int NTOK, int ST = NTOK == 128 ? 3 : 4> struct wg_cfg {
     static constexpr int B = NTOK * 128; /* A rows, wgmma's B operand (a multiple of 1024) */
     static constexpr int W = WG_N * 32;  /* weight rows */
     static constexpr int S = 512;        /* their 128x4 scale tile */
-    static constexpr int STAGES = NTOK == 128 ? 3 : 4;
+    static constexpr int STAGES = ST;
     static constexpr int LUT = STAGES * (B + W + S);
     static constexpr int SMEM = LUT + E2M1_LUT_REP_WORDS * 4 + 1024; /* + the alignment */
 };
@@ -176,10 +176,9 @@ template <int NTOK> struct wg_src {
 
 /* Shared memory: every stage's A tile first (1024-byte aligned), then the weights, then the
  * scales. */
-template <int NTOK, int NV>
+template <class C, int NV>
 __device__ __forceinline__ void wg_issue(uint32_t smem, int st, const wg_src<NV> &src, int64_t c,
                                          int tid) {
-    using C = wg_cfg<NTOK>;
 #pragma unroll
     for (int i = 0; i < wg_src<NV>::NA; i++)
         if (src.aok[i])
@@ -187,6 +186,119 @@ __device__ __forceinline__ void wg_issue(uint32_t smem, int st, const wg_src<NV>
     cp16s(smem + C::STAGES * C::B + st * C::W + src.wdst, src.w + c * 32);
     if (tid < 32)
         cp16s(smem + C::STAGES * (C::B + C::W) + st * C::S + tid * 16, src.s + c * 512);
+}
+
+/* What a thread of a tile (`info`: expert and first row) needs beside the stages: its copies
+ * (wg_src) and where its two weight rows' bytes and scales are in a stage. */
+template <int NV> struct wg_lane {
+    wg_src<NV> src;
+    int row_base, cnt, r0, m0;
+    int w0, w1, x0, x1, sc0, sc1;
+};
+
+template <int NV>
+__device__ __forceinline__ void wg_lane_init(wg_lane<NV> &l, int32_t info, const uint16_t *a,
+                                             int gather, const uint8_t *w, const uint8_t *sf,
+                                             int64_t N, int64_t K, const nvf_cuda_moe_plan &plan) {
+    int e = info >> 20;
+    l.r0 = info & 0xFFFFF;
+    l.row_base = plan.offsets[e];
+    l.cnt = plan.offsets[e + 1] - l.row_base;
+    int tid = threadIdx.x, warp = tid >> 5, g = (tid & 31) >> 2;
+    int64_t nb = (int64_t)blockIdx.x * WG_N;
+    int64_t kcols = K / 16, kt = kcols / 4;
+    const uint8_t *we = w + (int64_t)e * N * (K / 2);
+    const uint8_t *se = sf + (int64_t)e * nvf_layout_bytes(NVF_LAYOUT_128X4, N, kcols);
+    {
+        int m = tid >> 1, h = tid & 1;
+        int64_t n = nb + m;
+        /* rows beyond N read row 0: their products land in rows that are not stored */
+        l.src.w = we + (n < N ? n : 0) * (K / 2) + h * 16;
+        l.src.wdst = (uint32_t)(m * 32 + ((h ^ (m >> 2)) & 1) * 16);
+        l.src.s = se + (nb / 128) * kt * 512 + (tid & 31) * 16;
+#pragma unroll
+        for (int i = 0; i < wg_src<NV>::NA; i++) {
+            int q = tid + WG_THREADS * i, r = q >> 3, j = q & 7;
+            /* rows beyond the expert's are not copied: their columns of the product are not
+             * stored, whatever the stage held */
+            l.src.aok[i] = q < NV * 8 && l.r0 + r < l.cnt;
+            int64_t p = l.row_base + (l.src.aok[i] ? l.r0 + r : 0);
+            int64_t from = gather ? plan.perm[p] / plan.top_k : p;
+            l.src.a[i] = a + from * K + j * 8;
+            l.src.adst[i] = (uint32_t)(r * 128 + ((j ^ (r & 7)) * 16));
+        }
+    }
+    /* this lane's weight rows within the CTA's 128, where their bytes and scales are */
+    l.m0 = (warp >> 2) * 64 + (warp & 3) * 16 + g;
+    int m1 = l.m0 + 8;
+    l.w0 = l.m0 * 32, l.w1 = m1 * 32, l.x0 = ((l.m0 >> 2) & 1) * 16, l.x1 = ((m1 >> 2) & 1) * 16;
+    l.sc0 = (l.m0 & 31) * 16 + (l.m0 >> 5) * 4, l.sc1 = (m1 & 31) * 16 + (m1 >> 5) * 4;
+}
+
+/* A chunk's A fragments of the lane's rows m0 and m1 from a stage's weight bytes `wst` (32 a row:
+ * block b = bytes 8b .. 8b + 7) and scales `sst`. Step k (values 16k .. 16k + 15 of the chunk,
+ * block k): lane t's fragment holds values 2t, 2t + 1 (byte t of word 2k) and 2t + 8, 2t + 9
+ * (byte t of word 2k + 1). */
+template <int NV>
+__device__ __forceinline__ void wg_frags(uint32_t (*af)[4], const wg_lane<NV> &l,
+                                         const uint8_t *wst, const uint8_t *sst,
+                                         const uint32_t *lq) {
+    uint32_t sel = 0x4440u + (uint32_t)(threadIdx.x & 3); /* byte t of a word */
+    uint4 q0[2], q1[2];
+    q0[0] = *(const uint4 *)(wst + l.w0 + l.x0);
+    q0[1] = *(const uint4 *)(wst + l.w0 + (l.x0 ^ 16));
+    q1[0] = *(const uint4 *)(wst + l.w1 + l.x1);
+    q1[1] = *(const uint4 *)(wst + l.w1 + (l.x1 ^ 16));
+    uint32_t sw0 = *(const uint32_t *)(sst + l.sc0), sw1 = *(const uint32_t *)(sst + l.sc1);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        uint32_t s0, s1; /* block k's scales of both rows */
+        e4m3x2_bf16x2(__byte_perm(sw0, sw1, 0x4400u + (uint32_t)k + ((4u + k) << 4)), &s0, &s1);
+        const uint4 &p0 = q0[k >> 1], &p1 = q1[k >> 1];
+        uint32_t lo0 = k & 1 ? p0.z : p0.x, hi0 = k & 1 ? p0.w : p0.y;
+        uint32_t lo1 = k & 1 ? p1.z : p1.x, hi1 = k & 1 ? p1.w : p1.y;
+        af[k][0] = bf16x2_mul(lq[__byte_perm(lo0, 0u, sel) << 5], s0);
+        af[k][1] = bf16x2_mul(lq[__byte_perm(lo1, 0u, sel) << 5], s1);
+        af[k][2] = bf16x2_mul(lq[__byte_perm(hi0, 0u, sel) << 5], s0);
+        af[k][3] = bf16x2_mul(lq[__byte_perm(hi1, 0u, sel) << 5], s1);
+    }
+}
+
+/* A chunk's four wgmmas (k16 steps) on the stage's A tile at `bs`, committed as one group.
+ * FENCE: the accumulators fenced first (not while other wgmmas on them are in flight). */
+template <int NV, bool FENCE = true>
+__device__ __forceinline__ void wg_mma_chunk(float *acc, const uint32_t (*af)[4], uint32_t bs) {
+    if constexpr (FENCE)
+#pragma unroll
+        for (int i = 0; i < NV / 2; i++)
+            wg_fence_reg(acc[i]);
+    uint64_t d[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        d[k] = wg_desc_sw128(bs + 32 * k);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        wgmma_bf16<NV>::run(acc, af[k], d[k]);
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+/* acc[4j + i]: weight row m0 + 8 (i / 2), tile row 8j + 2t + i % 2 */
+template <int NV>
+__device__ __forceinline__ void wg_store(float *ws, int64_t ws_split_stride, const float *acc,
+                                         const wg_lane<NV> &l, int64_t N) {
+    int t = threadIdx.x & 3;
+    int64_t nb = (int64_t)blockIdx.x * WG_N;
+    float *wz = ws + (int64_t)blockIdx.z * ws_split_stride;
+#pragma unroll
+    for (int j = 0; j < NV / 8; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int r = l.r0 + 8 * j + 2 * t + (i & 1);
+            int64_t n = nb + l.m0 + 8 * (i >> 1);
+            if (r < l.cnt && n < N)
+                wz[(l.row_base + r) * N + n] = acc[4 * j + i];
+        }
 }
 
 /* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 127,
@@ -198,47 +310,15 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
                                         int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
                                         int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
     using C = wg_cfg<NTOK>;
-    int e = info >> 20, r0 = info & 0xFFFFF;
-    int row_base = plan.offsets[e], cnt = plan.offsets[e + 1] - row_base;
-    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    int64_t nb = (int64_t)blockIdx.x * WG_N;
-    int64_t kcols = K / 16, kt = kcols / 4;
-    const uint8_t *we = w + (int64_t)e * N * (K / 2);
-    const uint8_t *se = sf + (int64_t)e * nvf_layout_bytes(NVF_LAYOUT_128X4, N, kcols);
-
-    wg_src<NV> src;
-    {
-        int m = tid >> 1, h = tid & 1;
-        int64_t n = nb + m;
-        /* rows beyond N read row 0: their products land in rows that are not stored */
-        src.w = we + (n < N ? n : 0) * (K / 2) + h * 16;
-        src.wdst = (uint32_t)(m * 32 + ((h ^ (m >> 2)) & 1) * 16);
-        src.s = se + (nb / 128) * kt * 512 + (tid & 31) * 16;
-#pragma unroll
-        for (int i = 0; i < wg_src<NV>::NA; i++) {
-            int q = tid + WG_THREADS * i, r = q >> 3, j = q & 7;
-            /* rows beyond the expert's are not copied: their columns of the product are not
-             * stored, whatever the stage held */
-            src.aok[i] = q < NV * 8 && r0 + r < cnt;
-            int64_t p = row_base + (src.aok[i] ? r0 + r : 0);
-            int64_t from = gather ? plan.perm[p] / plan.top_k : p;
-            src.a[i] = a + from * K + j * 8;
-            src.adst[i] = (uint32_t)(r * 128 + ((j ^ (r & 7)) * 16));
-        }
-    }
-
+    int tid = threadIdx.x;
+    wg_lane<NV> l;
+    wg_lane_init<NV>(l, info, a, gather, w, sf, N, K, plan);
     float acc[NV / 2];
 #pragma unroll
     for (int i = 0; i < NV / 2; i++)
         acc[i] = 0.0f;
-
-    /* this lane's weight rows within the CTA's 128, where their bytes and scales are */
-    int m0 = (warp >> 2) * 64 + (warp & 3) * 16 + g, m1 = m0 + 8;
-    int w0 = m0 * 32, w1 = m1 * 32, x0 = ((m0 >> 2) & 1) * 16, x1 = ((m1 >> 2) & 1) * 16;
-    int sc0 = (m0 & 31) * 16 + (m0 >> 5) * 4, sc1 = (m1 & 31) * 16 + (m1 >> 5) * 4;
-    uint32_t sel = 0x4440u + (uint32_t)t; /* byte t of a word */
     /* this lane's column of the E2M1 pair table (moe_mma.h): conflict-free lookups */
-    const uint32_t *lq = (const uint32_t *)(smem_p + C::LUT) + lane;
+    const uint32_t *lq = (const uint32_t *)(smem_p + C::LUT) + (tid & 31);
 
     int64_t nchunks = K / 64;
     int64_t c0 = (int64_t)blockIdx.z * cps;
@@ -246,7 +326,7 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
 #pragma unroll
     for (int i = 0; i < C::STAGES - 1; i++) {
         if (c0 + i < c1)
-            wg_issue<NTOK, NV>(smem, i, src, c0 + i, tid);
+            wg_issue<C, NV>(smem, i, l.src, c0 + i, tid);
         cp_commit();
     }
     /* each chunk's wgmmas are waited for before the next: with them in flight while the next
@@ -259,60 +339,90 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads(); /* chunk c landed for all; stage (it - 1) % STAGES is free again */
         if (c + C::STAGES - 1 < c1)
-            wg_issue<NTOK, NV>(smem, (it + C::STAGES - 1) % C::STAGES, src, c + C::STAGES - 1, tid);
+            wg_issue<C, NV>(smem, (it + C::STAGES - 1) % C::STAGES, l.src, c + C::STAGES - 1, tid);
         cp_commit();
-
-        /* rows m0 and m1: the chunk's 32 bytes (block b = bytes 8b .. 8b + 7) and 4 scales */
-        const uint8_t *wst = smem_p + C::STAGES * C::B + s * C::W;
-        const uint8_t *sst = smem_p + C::STAGES * (C::B + C::W) + s * C::S;
-        uint4 q0[2], q1[2];
-        q0[0] = *(const uint4 *)(wst + w0 + x0);
-        q0[1] = *(const uint4 *)(wst + w0 + (x0 ^ 16));
-        q1[0] = *(const uint4 *)(wst + w1 + x1);
-        q1[1] = *(const uint4 *)(wst + w1 + (x1 ^ 16));
-        uint32_t sw0 = *(const uint32_t *)(sst + sc0), sw1 = *(const uint32_t *)(sst + sc1);
         uint32_t af[4][4];
-        /* step k (values 16k .. 16k + 15 of the chunk, block k): lane t's fragment holds
-         * values 2t, 2t + 1 (byte t of word 2k) and 2t + 8, 2t + 9 (byte t of word 2k + 1) */
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            uint32_t s0, s1; /* block k's scales of both rows */
-            e4m3x2_bf16x2(__byte_perm(sw0, sw1, 0x4400u + (uint32_t)k + ((4u + k) << 4)), &s0, &s1);
-            const uint4 &p0 = q0[k >> 1], &p1 = q1[k >> 1];
-            uint32_t lo0 = k & 1 ? p0.z : p0.x, hi0 = k & 1 ? p0.w : p0.y;
-            uint32_t lo1 = k & 1 ? p1.z : p1.x, hi1 = k & 1 ? p1.w : p1.y;
-            af[k][0] = bf16x2_mul(lq[__byte_perm(lo0, 0u, sel) << 5], s0);
-            af[k][1] = bf16x2_mul(lq[__byte_perm(lo1, 0u, sel) << 5], s1);
-            af[k][2] = bf16x2_mul(lq[__byte_perm(hi0, 0u, sel) << 5], s0);
-            af[k][3] = bf16x2_mul(lq[__byte_perm(hi1, 0u, sel) << 5], s1);
-        }
-        uint32_t bs = smem + s * C::B;
-#pragma unroll
-        for (int i = 0; i < NV / 2; i++)
-            wg_fence_reg(acc[i]);
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            wgmma_bf16<NV>::run(acc, af[k], wg_desc_sw128(bs + 32 * k));
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        wg_frags<NV>(af, l, smem_p + C::STAGES * C::B + s * C::W,
+                     smem_p + C::STAGES * (C::B + C::W) + s * C::S, lq);
+        wg_mma_chunk<NV>(acc, af, smem + s * C::B);
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
         for (int i = 0; i < NV / 2; i++)
             wg_fence_reg(acc[i]);
     }
     cp_wait<0>();
+    wg_store<NV>(ws, ws_split_stride, acc, l, N);
+}
 
-    /* acc[4j + i]: weight row m0 + 8 (i / 2), tile row 8j + 2t + i % 2 */
-    float *wz = ws + (int64_t)blockIdx.z * ws_split_stride;
+/* Kernel v19's step for chunk x (its it-th): with chunk x - 1's wgmmas still in flight, wait for
+ * chunk x - 2's (their fragment registers and stage are free then), for chunk x's copies, then
+ * (after the barrier) copy chunk x + STAGES - 2 into chunk x - 2's stage, make chunk x's
+ * fragments and start its wgmmas. */
+template <class C, int NV>
+__device__ __forceinline__ void
+wg_async_step(float *acc, uint32_t (*af)[4], uint32_t smem, const uint8_t *smem_p,
+              const wg_lane<NV> &l, const uint32_t *lq, int64_t x, int64_t c0, int64_t c1) {
+    int it = (int)(x - c0), s = it % C::STAGES;
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    cp_wait<C::STAGES - 3>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    if (x + C::STAGES - 2 < c1)
+        wg_issue<C, NV>(smem, (it + C::STAGES - 2) % C::STAGES, l.src, x + C::STAGES - 2,
+                        threadIdx.x);
+    cp_commit();
+    wg_frags<NV>(af, l, smem_p + C::STAGES * C::B + s * C::W,
+                 smem_p + C::STAGES * (C::B + C::W) + s * C::S, lq);
+    wg_mma_chunk<NV, false>(acc, af, smem + s * C::B);
+}
+
+/* Kernel v19's tile: as wg_tile, but chunk x's fragments are made (into the other of two
+ * register sets) while chunk x - 1's wgmmas run, with one CTA per SM (the registers of both
+ * sets and the accumulators) and STAGES 4: copies two chunks ahead. Inlined, so that ptxas
+ * sees the whole wgmma pipeline. */
+template <int NTOK, int NV>
+__device__ __forceinline__ void
+wg_tile_async(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws,
+              int64_t ws_split_stride, const uint16_t *a, int gather, const uint8_t *w,
+              const uint8_t *sf, int64_t N, int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
+    using C = wg_cfg<NTOK, 4>;
+    int tid = threadIdx.x;
+    wg_lane<NV> l;
+    wg_lane_init<NV>(l, info, a, gather, w, sf, N, K, plan);
+    float acc[NV / 2];
 #pragma unroll
-    for (int j = 0; j < NV / 8; j++)
+    for (int i = 0; i < NV / 2; i++)
+        acc[i] = 0.0f;
+    const uint32_t *lq = (const uint32_t *)(smem_p + C::LUT) + (tid & 31);
+    int64_t nchunks = K / 64;
+    int64_t c0 = (int64_t)blockIdx.z * cps;
+    int64_t c1 = c0 + cps < nchunks ? c0 + cps : nchunks;
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            int r = r0 + 8 * j + 2 * t + (i & 1);
-            int64_t n = nb + m0 + 8 * (i >> 1);
-            if (r < cnt && n < N)
-                wz[(row_base + r) * N + n] = acc[4 * j + i];
-        }
+    for (int i = 0; i < C::STAGES - 2; i++) {
+        if (c0 + i < c1)
+            wg_issue<C, NV>(smem, i, l.src, c0 + i, tid);
+        cp_commit();
+    }
+    uint32_t fa[4][4], fb[4][4];
+#pragma unroll
+    for (int i = 0; i < NV / 2; i++)
+        wg_fence_reg(acc[i]);
+    /* the first chunk, the pairs, the last: ptxas serializes the wgmmas (C7513) where a step is
+     * conditional inside the loop or the loop starts with no wgmma in flight */
+    wg_async_step<C, NV>(acc, fb, smem, smem_p, l, lq, c0, c0, c1);
+    int64_t x = c0 + 1;
+    for (; x + 1 < c1; x += 2) {
+        wg_async_step<C, NV>(acc, fa, smem, smem_p, l, lq, x, c0, c1);
+        wg_async_step<C, NV>(acc, fb, smem, smem_p, l, lq, x + 1, c0, c1);
+    }
+    if (x < c1)
+        wg_async_step<C, NV>(acc, fa, smem, smem_p, l, lq, x, c0, c1);
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < NV / 2; i++)
+        wg_fence_reg(acc[i]);
+    cp_wait<0>();
+    wg_store<NV>(ws, ws_split_stride, acc, l, N);
 }
 
 /* wg_tile as a function of its own (kernel v16): with the four widths inlined the 128-row kernel
@@ -328,10 +438,16 @@ wg_tile_call(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws, int6
     wg_tile<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps, plan);
 }
 
+/* The stages of kernel KV's tiles of NTOK rows. */
+template <int NTOK, int KV> using wg_kcfg = wg_cfg<NTOK, KV == 19 ? 4 : NTOK == 128 ? 3 : 4>;
+
 /* CTA (x, y, z): weight rows 128 x of tiles y, y + gridDim.y, ... up to the first unused one, K
- * range z. KV 7 (kernels v7 to v13): each tile NTOK wide; 16: as wide as its rows need. */
+ * range z. KV 7 (kernels v7 to v13): each tile NTOK wide; 16: as wide as its rows need; 19: as
+ * 16, with wg_tile_async (one CTA per SM). */
 template <int NTOK, int KV>
-__global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
+__global__ void __launch_bounds__(WG_THREADS, KV == 19     ? 1
+                                              : NTOK >= 64 ? 2
+                                                           : 3)
     moe_gemm_wg_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                        const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
                        int chunks_per_split, nvf_cuda_moe_plan plan) {
@@ -343,7 +459,7 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
     uint32_t smem0 = (uint32_t)__cvta_generic_to_shared(wg_smem);
     uint32_t smem = (smem0 + 1023u) & ~1023u;
     uint8_t *smem_p = wg_smem + (smem - smem0);
-    e2m1_pair_lut_rep((uint32_t *)(smem_p + wg_cfg<NTOK>::LUT));
+    e2m1_pair_lut_rep((uint32_t *)(smem_p + wg_kcfg<NTOK, KV>::LUT));
     __syncthreads();
     for (int64_t ty = blockIdx.y; ty < plan.max_tiles; ty += gridDim.y) {
         int32_t info = plan.tile_info[ty];
@@ -357,8 +473,14 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
             int e = info >> 20, rows = plan.offsets[e + 1] - plan.offsets[e] - (info & 0xFFFFF);
             int nv = (rows + 31) / 32 * 32;
 #define WG_TILE(NV)                                                                                \
-    wg_tile_call<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,        \
-                           chunks_per_split, plan)
+    do {                                                                                           \
+        if constexpr (KV == 19)                                                                    \
+            wg_tile_async<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N,  \
+                                    K, chunks_per_split, plan);                                    \
+        else                                                                                       \
+            wg_tile_call<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N,   \
+                                   K, chunks_per_split, plan);                                     \
+    } while (0)
             if (NTOK <= 32 || nv <= 32)
                 WG_TILE(32);
             else if (NTOK == 64 || nv <= 64)
@@ -388,14 +510,14 @@ static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, c
     if (!smem_set) {
         NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_wg_kernel<NTOK, KV>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          wg_cfg<NTOK>::SMEM));
+                                          wg_kcfg<NTOK, KV>::SMEM));
         smem_set = 1;
     }
     {
         int64_t nchunks = k / 64;
         dim3 grid((unsigned)((n + WG_N - 1) / WG_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
                   (unsigned)((nchunks + cps - 1) / cps));
-        moe_gemm_wg_kernel<NTOK, KV><<<grid, WG_THREADS, wg_cfg<NTOK>::SMEM, st>>>(
+        moe_gemm_wg_kernel<NTOK, KV><<<grid, WG_THREADS, wg_kcfg<NTOK, KV>::SMEM, st>>>(
             ws, stride, a, gather, w, sf, n, k, cps, *plan);
         NVF_CUDA_TRY(cudaGetLastError());
     }
@@ -407,9 +529,12 @@ template <int NTOK>
 static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                      const uint8_t *sf, int64_t n, int64_t k, int cps,
                      const nvf_cuda_moe_plan *plan, cudaStream_t st) {
-    return moe_gemm_version() >= 16
-               ? launch_wg<NTOK, 16>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
-               : launch_wg<NTOK, 7>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
+    int v = moe_gemm_version();
+    if constexpr (NTOK == 128)
+        if (v >= 19)
+            return launch_wg<NTOK, 19>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
+    return v >= 16 ? launch_wg<NTOK, 16>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
+                   : launch_wg<NTOK, 7>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
 }
 
 /* Whether the current device runs this file's kernels: they are built for sm_90a only, which
