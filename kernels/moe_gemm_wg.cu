@@ -438,16 +438,18 @@ wg_tile_call(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws, int6
     wg_tile<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps, plan);
 }
 
-/* The stages of kernel KV's tiles of NTOK rows. */
+/* The stages of kernel KV's tiles of NTOK rows, and the CTAs per SM its registers are capped
+ * for (kernel v19's 128-row tiles hold two fragment sets and 64 accumulators: one). */
 template <int NTOK, int KV> using wg_kcfg = wg_cfg<NTOK, KV == 19 ? 4 : NTOK == 128 ? 3 : 4>;
+constexpr int wg_min_ctas(int ntok, int kv) {
+    return kv == 19 ? (ntok == 128 ? 1 : 2) : ntok >= 64 ? 2 : 3;
+}
 
 /* CTA (x, y, z): weight rows 128 x of tiles y, y + gridDim.y, ... up to the first unused one, K
  * range z. KV 7 (kernels v7 to v13): each tile NTOK wide; 16: as wide as its rows need; 19: as
  * 16, with wg_tile_async (one CTA per SM). */
 template <int NTOK, int KV>
-__global__ void __launch_bounds__(WG_THREADS, KV == 19     ? 1
-                                              : NTOK >= 64 ? 2
-                                                           : 3)
+__global__ void __launch_bounds__(WG_THREADS, wg_min_ctas(NTOK, KV))
     moe_gemm_wg_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                        const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
                        int chunks_per_split, nvf_cuda_moe_plan plan) {
@@ -530,9 +532,8 @@ static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, c
                      const uint8_t *sf, int64_t n, int64_t k, int cps,
                      const nvf_cuda_moe_plan *plan, cudaStream_t st) {
     int v = moe_gemm_version();
-    if constexpr (NTOK == 128)
-        if (v >= 19)
-            return launch_wg<NTOK, 19>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
+    if (v >= 19)
+        return launch_wg<NTOK, 19>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
     return v >= 16 ? launch_wg<NTOK, 16>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
                    : launch_wg<NTOK, 7>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
 }
