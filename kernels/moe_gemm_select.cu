@@ -52,6 +52,7 @@ int moe_gemm_version(void) {
             : strcmp(env, "v13") == 0 ? 13
             : strcmp(env, "v19") == 0 ? 19
             : strcmp(env, "v20") == 0 ? 20
+            : strcmp(env, "v21") == 0 ? 21
                                       : 16;
     }
     return v;
@@ -108,7 +109,9 @@ extern "C" int nvf_cuda_moe_gemm_ctas_per_sm(int64_t k, int32_t tile_rows) {
     if (moe_gemm_use_reg32(k, tile_rows))
         return REG32_CTAS;
     if (moe_gemm_use_wg(k, tile_rows))
-        return moe_gemm_version() >= 19 ? (tile_rows == 128 ? 1 : 2) : tile_rows >= 64 ? 2 : 3;
+        return moe_gemm_version() == 19 || moe_gemm_version() == 20 ? (tile_rows == 128 ? 1 : 2)
+               : tile_rows >= 64                                    ? 2
+                                                                    : 3;
     if (moe_gemm_use_tiled(k, tile_rows))
         return 2;
     if (tile_rows == 16)
