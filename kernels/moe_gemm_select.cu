@@ -53,6 +53,8 @@ int moe_gemm_version(void) {
             : strcmp(env, "v19") == 0 ? 19
             : strcmp(env, "v20") == 0 ? 20
             : strcmp(env, "v21") == 0 ? 21
+            : strcmp(env, "v22") == 0 ? 22
+            : strcmp(env, "v23") == 0 ? 23
                                       : 16;
     }
     return v;

@@ -46,13 +46,14 @@
 
 /* One K chunk's bytes in shared memory for tiles of NTOK rows, the stages in flight and the
  * E2M1 pair table replicated per lane after them. */
-template <int NTOK, int ST = NTOK == 128 ? 3 : 4, int SB = 512> struct wg_cfg {
+template <int NTOK, int ST = NTOK == 128 ? 3 : 4, int SB = 512, int LREP = 32> struct wg_cfg {
     static constexpr int B = NTOK * 128; /* A rows, wgmma's B operand (a multiple of 1024) */
     static constexpr int W = WG_N * 32;  /* weight rows */
     static constexpr int S = SB; /* their 128x4 scale tile (kernel v21: one per warpgroup) */
     static constexpr int STAGES = ST;
+    static constexpr int REP = LREP; /* the pair table's copies (32: one per lane) */
     static constexpr int LUT = STAGES * (B + W + S);
-    static constexpr int MBAR = LUT + E2M1_LUT_REP_WORDS * 4;           /* kernel v21's barriers */
+    static constexpr int MBAR = LUT + 256 * REP * 4;                    /* kernel v21's barriers */
     static constexpr int SMEM = MBAR + (SB > 512 ? 16 * ST : 0) + 1024; /* + the alignment */
 };
 
@@ -245,10 +246,11 @@ __device__ __forceinline__ void wg_lane_init(wg_lane<NV> &l, int32_t info, const
  * block b = bytes 8b .. 8b + 7) and scales `sst`. Step k (values 16k .. 16k + 15 of the chunk,
  * block k): lane t's fragment holds values 2t, 2t + 1 (byte t of word 2k) and 2t + 8, 2t + 9
  * (byte t of word 2k + 1). */
-template <int NV>
+template <int NV, int REP = 32>
 __device__ __forceinline__ void wg_frags(uint32_t (*af)[4], const wg_lane<NV> &l,
                                          const uint8_t *wst, const uint8_t *sst,
                                          const uint32_t *lq) {
+    constexpr int SH = REP == 32 ? 5 : 4;
     uint32_t sel = 0x4440u + (uint32_t)(threadIdx.x & 3); /* byte t of a word */
     uint4 q0[2], q1[2];
     q0[0] = *(const uint4 *)(wst + l.w0 + l.x0);
@@ -263,10 +265,10 @@ __device__ __forceinline__ void wg_frags(uint32_t (*af)[4], const wg_lane<NV> &l
         const uint4 &p0 = q0[k >> 1], &p1 = q1[k >> 1];
         uint32_t lo0 = k & 1 ? p0.z : p0.x, hi0 = k & 1 ? p0.w : p0.y;
         uint32_t lo1 = k & 1 ? p1.z : p1.x, hi1 = k & 1 ? p1.w : p1.y;
-        af[k][0] = bf16x2_mul(lq[__byte_perm(lo0, 0u, sel) << 5], s0);
-        af[k][1] = bf16x2_mul(lq[__byte_perm(lo1, 0u, sel) << 5], s1);
-        af[k][2] = bf16x2_mul(lq[__byte_perm(hi0, 0u, sel) << 5], s0);
-        af[k][3] = bf16x2_mul(lq[__byte_perm(hi1, 0u, sel) << 5], s1);
+        af[k][0] = bf16x2_mul(lq[__byte_perm(lo0, 0u, sel) << SH], s0);
+        af[k][1] = bf16x2_mul(lq[__byte_perm(lo1, 0u, sel) << SH], s1);
+        af[k][2] = bf16x2_mul(lq[__byte_perm(hi0, 0u, sel) << SH], s0);
+        af[k][3] = bf16x2_mul(lq[__byte_perm(hi1, 0u, sel) << SH], s1);
     }
 }
 
@@ -310,12 +312,11 @@ __device__ __forceinline__ void wg_store(float *ws, int64_t ws_split_stride, con
 /* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 127,
  * its first NV rows (NV <= NTOK: the rest are beyond the expert's). Ends with no copy and no
  * wgmma in flight; the caller syncs before the stages are reused. */
-template <int NTOK, int NV>
+template <int NTOK, int NV, class C = wg_cfg<NTOK>>
 __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info,
                                         float *ws, int64_t ws_split_stride, const uint16_t *a,
                                         int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
                                         int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
-    using C = wg_cfg<NTOK>;
     int tid = threadIdx.x;
     wg_lane<NV> l;
     wg_lane_init<NV>(l, info, a, gather, w, sf, N, K, plan);
@@ -324,7 +325,7 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
     for (int i = 0; i < NV / 2; i++)
         acc[i] = 0.0f;
     /* this lane's column of the E2M1 pair table (moe_mma.h): conflict-free lookups */
-    const uint32_t *lq = (const uint32_t *)(smem_p + C::LUT) + (tid & 31);
+    const uint32_t *lq = (const uint32_t *)(smem_p + C::LUT) + (tid & (C::REP - 1));
 
     int64_t nchunks = K / 64;
     int64_t c0 = (int64_t)blockIdx.z * cps;
@@ -348,8 +349,8 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
             wg_issue<C, NV>(smem, (it + C::STAGES - 1) % C::STAGES, l.src, c + C::STAGES - 1, tid);
         cp_commit();
         uint32_t af[4][4];
-        wg_frags<NV>(af, l, smem_p + C::STAGES * C::B + s * C::W,
-                     smem_p + C::STAGES * (C::B + C::W) + s * C::S, lq);
+        wg_frags<NV, C::REP>(af, l, smem_p + C::STAGES * C::B + s * C::W,
+                             smem_p + C::STAGES * (C::B + C::W) + s * C::S, lq);
         wg_mma_chunk<NV>(acc, af, smem + s * C::B);
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
@@ -545,22 +546,23 @@ __device__ __noinline__ uint32_t wg_tile_pp_call(uint32_t smem, const uint8_t *s
  * "wgmma pipeline crossing function boundary": WARPGROUP.DEPBAR after every HGMMA in the SASS),
  * yet inlining it (kernel v18 at 3aac854, the four wgmmas in one asm statement, 8 bytes spilled)
  * was slower at 4096 tokens and on GPT-OSS-120B (bench/results/gemm-h200-v18-3aac854/). */
-template <int NTOK, int NV>
+template <int NTOK, int NV, class C>
 __device__ __noinline__ void
 wg_tile_call(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws, int64_t ws_split_stride,
              const uint16_t *a, int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
              int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
-    wg_tile<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps, plan);
+    wg_tile<NTOK, NV, C>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps,
+                         plan);
 }
 
 /* The stages of kernel KV's tiles of NTOK rows, and the CTAs per SM its registers are capped
  * for (kernel v19's 128-row tiles hold two fragment sets and 64 accumulators: one). */
 template <int NTOK, int KV>
 using wg_kcfg = wg_cfg<NTOK,
-                       KV == 19                  ? 4
+                       KV == 19 || KV == 22      ? 4
                        : NTOK == 128 || KV == 21 ? 3
                                                  : 4,
-                       KV == 21 ? 1024 : 512>;
+                       KV == 21 ? 1024 : 512, KV == 22 || KV == 23 ? 16 : 32>;
 constexpr int wg_min_ctas(int ntok, int kv) {
     return kv == 19 ? (ntok == 128 ? 1 : 2) : ntok >= 64 ? 2 : 3;
 }
@@ -581,7 +583,14 @@ __global__ void __launch_bounds__(WG_THREADS, wg_min_ctas(NTOK, KV))
     uint32_t smem0 = (uint32_t)__cvta_generic_to_shared(wg_smem);
     uint32_t smem = (smem0 + 1023u) & ~1023u;
     uint8_t *smem_p = wg_smem + (smem - smem0);
-    e2m1_pair_lut_rep((uint32_t *)(smem_p + wg_kcfg<NTOK, KV>::LUT));
+    {
+        /* the E2M1 pair table, REP copies: entry b of copy r at b * REP + r */
+        using C = wg_kcfg<NTOK, KV>;
+        uint32_t *lut = (uint32_t *)(smem_p + C::LUT);
+        for (int i = threadIdx.x; i < 256 * C::REP; i += blockDim.x)
+            lut[i] = e2m1_bf16((uint32_t)(i / C::REP) & 15u) |
+                     (e2m1_bf16((uint32_t)(i / C::REP) >> 4) << 16);
+    }
     uint32_t g = 0; /* kernel v21: the chunks this CTA has gone through */
     if constexpr (KV == 21)
         if (threadIdx.x < 2 * wg_kcfg<NTOK, KV>::STAGES)
@@ -607,8 +616,9 @@ __global__ void __launch_bounds__(WG_THREADS, wg_min_ctas(NTOK, KV))
             g = wg_tile_pp_call<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w,   \
                                           sf, N, K, chunks_per_split, plan, g);                    \
         else                                                                                       \
-            wg_tile_call<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N,   \
-                                   K, chunks_per_split, plan);                                     \
+            wg_tile_call<NTOK, NV, wg_kcfg<NTOK, KV>>(smem, smem_p, info, ws, ws_split_stride, a,  \
+                                                      gather, w, sf, N, K, chunks_per_split,       \
+                                                      plan);                                       \
     } while (0)
             if (NTOK <= 32 || nv <= 32)
                 WG_TILE(32);
@@ -659,6 +669,10 @@ static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, c
                      const uint8_t *sf, int64_t n, int64_t k, int cps,
                      const nvf_cuda_moe_plan *plan, cudaStream_t st) {
     int v = moe_gemm_version();
+    if (v == 22)
+        return launch_wg<NTOK, 22>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
+    if (v == 23)
+        return launch_wg<NTOK, 23>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
     if (v == 21)
         return launch_wg<NTOK, 21>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
     if (v >= 19)
