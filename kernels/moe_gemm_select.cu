@@ -50,11 +50,6 @@ int moe_gemm_version(void) {
             : strcmp(env, "v10") == 0 ? 10
             : strcmp(env, "v12") == 0 ? 12
             : strcmp(env, "v13") == 0 ? 13
-            : strcmp(env, "v19") == 0 ? 19
-            : strcmp(env, "v20") == 0 ? 20
-            : strcmp(env, "v21") == 0 ? 21
-            : strcmp(env, "v22") == 0 ? 22
-            : strcmp(env, "v23") == 0 ? 23
                                       : 16;
     }
     return v;
@@ -71,8 +66,7 @@ static int wg_takes(int64_t k) {
 /* Kernel v12: 32-row tiles on the register kernel (two 16-row halves, A through shared memory
  * a weight word at a time, AM_SMEM_WORD) where K % 128 == 0, instead of the wgmma kernel. */
 int moe_gemm_use_reg32(int64_t k, int32_t tile_rows) {
-    int v = moe_gemm_version();
-    return v >= 12 && v != 20 && tile_rows == 32 && k % 128 == 0;
+    return moe_gemm_version() >= 12 && tile_rows == 32 && k % 128 == 0;
 }
 
 int moe_gemm_use_wg(int64_t k, int32_t tile_rows) {
@@ -111,9 +105,7 @@ extern "C" int nvf_cuda_moe_gemm_ctas_per_sm(int64_t k, int32_t tile_rows) {
     if (moe_gemm_use_reg32(k, tile_rows))
         return REG32_CTAS;
     if (moe_gemm_use_wg(k, tile_rows))
-        return moe_gemm_version() == 19 || moe_gemm_version() == 20 ? (tile_rows == 128 ? 1 : 2)
-               : tile_rows >= 64                                    ? 2
-                                                                    : 3;
+        return tile_rows >= 64 ? 2 : 3;
     if (moe_gemm_use_tiled(k, tile_rows))
         return 2;
     if (tile_rows == 16)

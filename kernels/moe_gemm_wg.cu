@@ -46,15 +46,13 @@
 
 /* One K chunk's bytes in shared memory for tiles of NTOK rows, the stages in flight and the
  * E2M1 pair table replicated per lane after them. */
-template <int NTOK, int ST = NTOK == 128 ? 3 : 4, int SB = 512, int LREP = 32> struct wg_cfg {
+template <int NTOK> struct wg_cfg {
     static constexpr int B = NTOK * 128; /* A rows, wgmma's B operand (a multiple of 1024) */
     static constexpr int W = WG_N * 32;  /* weight rows */
-    static constexpr int S = SB; /* their 128x4 scale tile (kernel v21: one per warpgroup) */
-    static constexpr int STAGES = ST;
-    static constexpr int REP = LREP; /* the pair table's copies (32: one per lane) */
+    static constexpr int S = 512;        /* their 128x4 scale tile */
+    static constexpr int STAGES = NTOK == 128 ? 3 : 4;
     static constexpr int LUT = STAGES * (B + W + S);
-    static constexpr int MBAR = LUT + 256 * REP * 4;                    /* kernel v21's barriers */
-    static constexpr int SMEM = MBAR + (SB > 512 ? 16 * ST : 0) + 1024; /* + the alignment */
+    static constexpr int SMEM = LUT + E2M1_LUT_REP_WORDS * 4 + 1024; /* + the alignment */
 };
 
 /* wgmma m64nNk16, f32 += bf16 x bf16: A (4 registers, mma.sync's m16n8k16 A fragment per warp)
@@ -186,13 +184,8 @@ __device__ __forceinline__ void wg_issue(uint32_t smem, int st, const wg_src<NV>
         if (src.aok[i])
             cp16s(smem + st * C::B + src.adst[i], src.a[i] + c * 64);
     cp16s(smem + C::STAGES * C::B + st * C::W + src.wdst, src.w + c * 32);
-    if constexpr (C::S == 512) {
-        if (tid < 32)
-            cp16s(smem + C::STAGES * (C::B + C::W) + st * C::S + tid * 16, src.s + c * 512);
-    } else if ((tid & 127) < 32) { /* kernel v21: each warpgroup its own copy */
-        cp16s(smem + C::STAGES * (C::B + C::W) + st * C::S + (tid >> 7) * 512 + (tid & 31) * 16,
-              src.s + c * 512);
-    }
+    if (tid < 32)
+        cp16s(smem + C::STAGES * (C::B + C::W) + st * C::S + tid * 16, src.s + c * 512);
 }
 
 /* What a thread of a tile (`info`: expert and first row) needs beside the stages: its copies
@@ -246,11 +239,10 @@ __device__ __forceinline__ void wg_lane_init(wg_lane<NV> &l, int32_t info, const
  * block b = bytes 8b .. 8b + 7) and scales `sst`. Step k (values 16k .. 16k + 15 of the chunk,
  * block k): lane t's fragment holds values 2t, 2t + 1 (byte t of word 2k) and 2t + 8, 2t + 9
  * (byte t of word 2k + 1). */
-template <int NV, int REP = 32>
+template <int NV>
 __device__ __forceinline__ void wg_frags(uint32_t (*af)[4], const wg_lane<NV> &l,
                                          const uint8_t *wst, const uint8_t *sst,
                                          const uint32_t *lq) {
-    constexpr int SH = REP == 32 ? 5 : 4;
     uint32_t sel = 0x4440u + (uint32_t)(threadIdx.x & 3); /* byte t of a word */
     uint4 q0[2], q1[2];
     q0[0] = *(const uint4 *)(wst + l.w0 + l.x0);
@@ -265,21 +257,19 @@ __device__ __forceinline__ void wg_frags(uint32_t (*af)[4], const wg_lane<NV> &l
         const uint4 &p0 = q0[k >> 1], &p1 = q1[k >> 1];
         uint32_t lo0 = k & 1 ? p0.z : p0.x, hi0 = k & 1 ? p0.w : p0.y;
         uint32_t lo1 = k & 1 ? p1.z : p1.x, hi1 = k & 1 ? p1.w : p1.y;
-        af[k][0] = bf16x2_mul(lq[__byte_perm(lo0, 0u, sel) << SH], s0);
-        af[k][1] = bf16x2_mul(lq[__byte_perm(lo1, 0u, sel) << SH], s1);
-        af[k][2] = bf16x2_mul(lq[__byte_perm(hi0, 0u, sel) << SH], s0);
-        af[k][3] = bf16x2_mul(lq[__byte_perm(hi1, 0u, sel) << SH], s1);
+        af[k][0] = bf16x2_mul(lq[__byte_perm(lo0, 0u, sel) << 5], s0);
+        af[k][1] = bf16x2_mul(lq[__byte_perm(lo1, 0u, sel) << 5], s1);
+        af[k][2] = bf16x2_mul(lq[__byte_perm(hi0, 0u, sel) << 5], s0);
+        af[k][3] = bf16x2_mul(lq[__byte_perm(hi1, 0u, sel) << 5], s1);
     }
 }
 
-/* A chunk's four wgmmas (k16 steps) on the stage's A tile at `bs`, committed as one group.
- * FENCE: the accumulators fenced first (not while other wgmmas on them are in flight). */
-template <int NV, bool FENCE = true>
+/* A chunk's four wgmmas (k16 steps) on the stage's A tile at `bs`, committed as one group. */
+template <int NV>
 __device__ __forceinline__ void wg_mma_chunk(float *acc, const uint32_t (*af)[4], uint32_t bs) {
-    if constexpr (FENCE)
 #pragma unroll
-        for (int i = 0; i < NV / 2; i++)
-            wg_fence_reg(acc[i]);
+    for (int i = 0; i < NV / 2; i++)
+        wg_fence_reg(acc[i]);
     uint64_t d[4];
 #pragma unroll
     for (int k = 0; k < 4; k++)
@@ -312,11 +302,12 @@ __device__ __forceinline__ void wg_store(float *ws, int64_t ws_split_stride, con
 /* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 127,
  * its first NV rows (NV <= NTOK: the rest are beyond the expert's). Ends with no copy and no
  * wgmma in flight; the caller syncs before the stages are reused. */
-template <int NTOK, int NV, class C = wg_cfg<NTOK>>
+template <int NTOK, int NV>
 __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info,
                                         float *ws, int64_t ws_split_stride, const uint16_t *a,
                                         int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
                                         int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
+    using C = wg_cfg<NTOK>;
     int tid = threadIdx.x;
     wg_lane<NV> l;
     wg_lane_init<NV>(l, info, a, gather, w, sf, N, K, plan);
@@ -325,7 +316,7 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
     for (int i = 0; i < NV / 2; i++)
         acc[i] = 0.0f;
     /* this lane's column of the E2M1 pair table (moe_mma.h): conflict-free lookups */
-    const uint32_t *lq = (const uint32_t *)(smem_p + C::LUT) + (tid & (C::REP - 1));
+    const uint32_t *lq = (const uint32_t *)(smem_p + C::LUT) + (tid & 31);
 
     int64_t nchunks = K / 64;
     int64_t c0 = (int64_t)blockIdx.z * cps;
@@ -336,9 +327,14 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
             wg_issue<C, NV>(smem, i, l.src, c0 + i, tid);
         cp_commit();
     }
-    /* each chunk's wgmmas are waited for before the next: with them in flight while the next
+    /* each chunk's wgmmas are waited for before the next. With them in flight while the next
      * chunk's fragments were computed into a second register set, ptxas serialized them anyway
-     * (C7513; bench/results/wg-h200-v7/) */
+     * (C7513; bench/results/wg-h200-v7/) unless the first chunk is peeled off and no step of the
+     * loop is conditional; kernel v19 did that (221 registers, one CTA per SM) and was 10-20%
+     * slower from 2048 tokens (bench/results/gemm-h200-v19-7de2e5e/). Kernel v21, the warpgroups
+     * synchronized by mbarriers on the shared A tile only, each copying its own weight rows, was
+     * 2-18% slower (gemm-h200-v21-d08412d/); the pair table in 16 copies (4 stages, v22, or 3,
+     * v23) within 1% on DeepSeek-V3 (gemm-h200-v22-e455119/). */
     for (int64_t c = c0; c < c1; c++) {
         int it = (int)(c - c0), s = it % C::STAGES;
         cp_wait<C::STAGES - 2>();
@@ -349,8 +345,8 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
             wg_issue<C, NV>(smem, (it + C::STAGES - 1) % C::STAGES, l.src, c + C::STAGES - 1, tid);
         cp_commit();
         uint32_t af[4][4];
-        wg_frags<NV, C::REP>(af, l, smem_p + C::STAGES * C::B + s * C::W,
-                             smem_p + C::STAGES * (C::B + C::W) + s * C::S, lq);
+        wg_frags<NV>(af, l, smem_p + C::STAGES * C::B + s * C::W,
+                     smem_p + C::STAGES * (C::B + C::W) + s * C::S, lq);
         wg_mma_chunk<NV>(acc, af, smem + s * C::B);
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
@@ -359,186 +355,6 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
     }
     cp_wait<0>();
     wg_store<NV>(ws, ws_split_stride, acc, l, N);
-}
-
-/* Kernel v19's step for chunk x (its it-th): with chunk x - 1's wgmmas still in flight, wait for
- * chunk x - 2's (their fragment registers and stage are free then), for chunk x's copies, then
- * (after the barrier) copy chunk x + STAGES - 2 into chunk x - 2's stage, make chunk x's
- * fragments and start its wgmmas. */
-template <class C, int NV>
-__device__ __forceinline__ void
-wg_async_step(float *acc, uint32_t (*af)[4], uint32_t smem, const uint8_t *smem_p,
-              const wg_lane<NV> &l, const uint32_t *lq, int64_t x, int64_t c0, int64_t c1) {
-    int it = (int)(x - c0), s = it % C::STAGES;
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-    cp_wait<C::STAGES - 3>();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();
-    if (x + C::STAGES - 2 < c1)
-        wg_issue<C, NV>(smem, (it + C::STAGES - 2) % C::STAGES, l.src, x + C::STAGES - 2,
-                        threadIdx.x);
-    cp_commit();
-    wg_frags<NV>(af, l, smem_p + C::STAGES * C::B + s * C::W,
-                 smem_p + C::STAGES * (C::B + C::W) + s * C::S, lq);
-    wg_mma_chunk<NV, false>(acc, af, smem + s * C::B);
-}
-
-/* Kernel v19's tile: as wg_tile, but chunk x's fragments are made (into the other of two
- * register sets) while chunk x - 1's wgmmas run, with one CTA per SM (the registers of both
- * sets and the accumulators) and STAGES 4: copies two chunks ahead. Inlined, so that ptxas
- * sees the whole wgmma pipeline. */
-template <int NTOK, int NV>
-__device__ __forceinline__ void
-wg_tile_async(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws,
-              int64_t ws_split_stride, const uint16_t *a, int gather, const uint8_t *w,
-              const uint8_t *sf, int64_t N, int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
-    using C = wg_cfg<NTOK, 4>;
-    int tid = threadIdx.x;
-    wg_lane<NV> l;
-    wg_lane_init<NV>(l, info, a, gather, w, sf, N, K, plan);
-    float acc[NV / 2];
-#pragma unroll
-    for (int i = 0; i < NV / 2; i++)
-        acc[i] = 0.0f;
-    const uint32_t *lq = (const uint32_t *)(smem_p + C::LUT) + (tid & 31);
-    int64_t nchunks = K / 64;
-    int64_t c0 = (int64_t)blockIdx.z * cps;
-    int64_t c1 = c0 + cps < nchunks ? c0 + cps : nchunks;
-#pragma unroll
-    for (int i = 0; i < C::STAGES - 2; i++) {
-        if (c0 + i < c1)
-            wg_issue<C, NV>(smem, i, l.src, c0 + i, tid);
-        cp_commit();
-    }
-    uint32_t fa[4][4], fb[4][4];
-#pragma unroll
-    for (int i = 0; i < NV / 2; i++)
-        wg_fence_reg(acc[i]);
-    /* the first chunk, the pairs, the last: ptxas serializes the wgmmas (C7513) where a step is
-     * conditional inside the loop or the loop starts with no wgmma in flight */
-    wg_async_step<C, NV>(acc, fb, smem, smem_p, l, lq, c0, c0, c1);
-    int64_t x = c0 + 1;
-    for (; x + 1 < c1; x += 2) {
-        wg_async_step<C, NV>(acc, fa, smem, smem_p, l, lq, x, c0, c1);
-        wg_async_step<C, NV>(acc, fb, smem, smem_p, l, lq, x + 1, c0, c1);
-    }
-    if (x < c1)
-        wg_async_step<C, NV>(acc, fa, smem, smem_p, l, lq, x, c0, c1);
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-    for (int i = 0; i < NV / 2; i++)
-        wg_fence_reg(acc[i]);
-    cp_wait<0>();
-    wg_store<NV>(ws, ws_split_stride, acc, l, N);
-}
-
-/* Kernel v21's synchronization: an mbarrier per stage that completes when both warpgroups' A
- * copies of its chunk landed (full, one arrival per warpgroup), one that completes when both
- * warpgroups' wgmmas of its chunk are done (empty), and a named barrier per warpgroup. */
-__device__ __forceinline__ void mbar_init(uint32_t addr, uint32_t count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t addr) {
-    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(addr)
-                 : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(addr), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
-__device__ __forceinline__ void wg_bar(int wgi) { /* immediate ids: ptxas reserves 16 otherwise */
-    if (wgi)
-        asm volatile("bar.sync 2, 128;\n" ::: "memory");
-    else
-        asm volatile("bar.sync 1, 128;\n" ::: "memory");
-}
-
-/* Kernel v21's tile: as wg_tile, but the two warpgroups are not held together at every chunk.
- * Each copies and dequantizes its own 64 weight rows and its own copy of the scale tile (its
- * named barrier: its copies landed), and only the A tile, which both wgmmas read, is shared:
- * a warpgroup waits for the other's half of chunk x's A rows (full) before its wgmmas, and for
- * the other's wgmmas of chunk x - 1 (empty) before copying chunk x + STAGES - 1 into that stage,
- * which it does after its own wgmmas of chunk x. So one warpgroup dequantizes while the other's
- * wgmmas run (at __syncthreads both dequantized at once, then both waited for the tensor cores:
- * Nsight Compute at 4096 tokens, v16's FC1: 1.84 of 7.23 cycles an instruction stalled on the
- * barrier, the tensor pipe 47% busy). g0: the CTA's chunks before this tile (the barriers'
- * phases); returns it with this tile's. The caller syncs the CTA between tiles. */
-template <int NTOK, int NV>
-__device__ __forceinline__ uint32_t wg_tile_pp(uint32_t smem, const uint8_t *smem_p, int32_t info,
-                                               float *ws, int64_t ws_split_stride,
-                                               const uint16_t *a, int gather, const uint8_t *w,
-                                               const uint8_t *sf, int64_t N, int64_t K, int cps,
-                                               const nvf_cuda_moe_plan &plan, uint32_t g0) {
-    using C = wg_cfg<NTOK, 3, 1024>;
-    constexpr int S = C::STAGES;
-    int tid = threadIdx.x, wgi = tid >> 7;
-    wg_lane<NV> l;
-    wg_lane_init<NV>(l, info, a, gather, w, sf, N, K, plan);
-    float acc[NV / 2];
-#pragma unroll
-    for (int i = 0; i < NV / 2; i++)
-        acc[i] = 0.0f;
-    const uint32_t *lq = (const uint32_t *)(smem_p + C::LUT) + (tid & 31);
-    uint32_t full0 = smem + C::MBAR, empty0 = full0 + 8 * S;
-    int64_t nchunks = K / 64;
-    int64_t c0 = (int64_t)blockIdx.z * cps;
-    int64_t c1 = c0 + cps < nchunks ? c0 + cps : nchunks;
-#pragma unroll
-    for (int i = 0; i < S - 1; i++) {
-        if (c0 + i < c1)
-            wg_issue<C, NV>(smem, (int)((g0 + i) % S), l.src, c0 + i, tid);
-        cp_commit();
-    }
-    uint32_t g = g0;
-    for (int64_t c = c0; c < c1; c++, g++) {
-        int s = (int)(g % S);
-        cp_wait<S - 2>();
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        wg_bar(wgi); /* this warpgroup's copies of chunk c landed; it is done with chunk c - 1 */
-        if ((tid & 127) == 0) {
-            if (c > c0)
-                mbar_arrive(empty0 + 8 * ((g - 1) % S));
-            mbar_arrive(full0 + 8 * s);
-        }
-        uint32_t af[4][4];
-        wg_frags<NV>(af, l, smem_p + S * C::B + s * C::W,
-                     smem_p + S * (C::B + C::W) + s * C::S + wgi * 512, lq);
-        mbar_wait(full0 + 8 * s, (g / S) & 1); /* the other warpgroup's A rows of chunk c */
-        wg_mma_chunk<NV>(acc, af, smem + s * C::B);
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-        for (int i = 0; i < NV / 2; i++)
-            wg_fence_reg(acc[i]);
-        if (c + S - 1 < c1) {
-            /* chunk c - 1's stage: both warpgroups' wgmmas of it are done */
-            if (g >= 1)
-                mbar_wait(empty0 + 8 * ((g - 1) % S), ((g - 1) / S) & 1);
-            wg_issue<C, NV>(smem, (int)((g + S - 1) % S), l.src, c + S - 1, tid);
-        }
-        cp_commit();
-    }
-    cp_wait<0>();
-    wg_bar(wgi);
-    if ((tid & 127) == 0)
-        mbar_arrive(empty0 + 8 * ((g - 1) % S)); /* the last chunk */
-    wg_store<NV>(ws, ws_split_stride, acc, l, N);
-    return g;
-}
-
-template <int NTOK, int NV>
-__device__ __noinline__ uint32_t wg_tile_pp_call(uint32_t smem, const uint8_t *smem_p, int32_t info,
-                                                 float *ws, int64_t ws_split_stride,
-                                                 const uint16_t *a, int gather, const uint8_t *w,
-                                                 const uint8_t *sf, int64_t N, int64_t K, int cps,
-                                                 const nvf_cuda_moe_plan &plan, uint32_t g0) {
-    return wg_tile_pp<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,
-                                cps, plan, g0);
 }
 
 /* wg_tile as a function of its own (kernel v16): with the four widths inlined the 128-row kernel
@@ -546,32 +362,18 @@ __device__ __noinline__ uint32_t wg_tile_pp_call(uint32_t smem, const uint8_t *s
  * "wgmma pipeline crossing function boundary": WARPGROUP.DEPBAR after every HGMMA in the SASS),
  * yet inlining it (kernel v18 at 3aac854, the four wgmmas in one asm statement, 8 bytes spilled)
  * was slower at 4096 tokens and on GPT-OSS-120B (bench/results/gemm-h200-v18-3aac854/). */
-template <int NTOK, int NV, class C>
+template <int NTOK, int NV>
 __device__ __noinline__ void
 wg_tile_call(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws, int64_t ws_split_stride,
              const uint16_t *a, int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
              int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
-    wg_tile<NTOK, NV, C>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps,
-                         plan);
-}
-
-/* The stages of kernel KV's tiles of NTOK rows, and the CTAs per SM its registers are capped
- * for (kernel v19's 128-row tiles hold two fragment sets and 64 accumulators: one). */
-template <int NTOK, int KV>
-using wg_kcfg = wg_cfg<NTOK,
-                       KV == 19 || KV == 22      ? 4
-                       : NTOK == 128 || KV == 21 ? 3
-                                                 : 4,
-                       KV == 21 ? 1024 : 512, KV == 22 || KV == 23 ? 16 : 32>;
-constexpr int wg_min_ctas(int ntok, int kv) {
-    return kv == 19 ? (ntok == 128 ? 1 : 2) : ntok >= 64 ? 2 : 3;
+    wg_tile<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps, plan);
 }
 
 /* CTA (x, y, z): weight rows 128 x of tiles y, y + gridDim.y, ... up to the first unused one, K
- * range z. KV 7 (kernels v7 to v13): each tile NTOK wide; 16: as wide as its rows need; 19: as
- * 16, with wg_tile_async (one CTA per SM). */
+ * range z. KV 7 (kernels v7 to v13): each tile NTOK wide; 16: as wide as its rows need. */
 template <int NTOK, int KV>
-__global__ void __launch_bounds__(WG_THREADS, wg_min_ctas(NTOK, KV))
+__global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
     moe_gemm_wg_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                        const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
                        int chunks_per_split, nvf_cuda_moe_plan plan) {
@@ -583,18 +385,7 @@ __global__ void __launch_bounds__(WG_THREADS, wg_min_ctas(NTOK, KV))
     uint32_t smem0 = (uint32_t)__cvta_generic_to_shared(wg_smem);
     uint32_t smem = (smem0 + 1023u) & ~1023u;
     uint8_t *smem_p = wg_smem + (smem - smem0);
-    {
-        /* the E2M1 pair table, REP copies: entry b of copy r at b * REP + r */
-        using C = wg_kcfg<NTOK, KV>;
-        uint32_t *lut = (uint32_t *)(smem_p + C::LUT);
-        for (int i = threadIdx.x; i < 256 * C::REP; i += blockDim.x)
-            lut[i] = e2m1_bf16((uint32_t)(i / C::REP) & 15u) |
-                     (e2m1_bf16((uint32_t)(i / C::REP) >> 4) << 16);
-    }
-    uint32_t g = 0; /* kernel v21: the chunks this CTA has gone through */
-    if constexpr (KV == 21)
-        if (threadIdx.x < 2 * wg_kcfg<NTOK, KV>::STAGES)
-            mbar_init(smem + wg_kcfg<NTOK, KV>::MBAR + 8 * threadIdx.x, 2);
+    e2m1_pair_lut_rep((uint32_t *)(smem_p + wg_cfg<NTOK>::LUT));
     __syncthreads();
     for (int64_t ty = blockIdx.y; ty < plan.max_tiles; ty += gridDim.y) {
         int32_t info = plan.tile_info[ty];
@@ -608,18 +399,8 @@ __global__ void __launch_bounds__(WG_THREADS, wg_min_ctas(NTOK, KV))
             int e = info >> 20, rows = plan.offsets[e + 1] - plan.offsets[e] - (info & 0xFFFFF);
             int nv = (rows + 31) / 32 * 32;
 #define WG_TILE(NV)                                                                                \
-    do {                                                                                           \
-        if constexpr (KV == 19)                                                                    \
-            wg_tile_async<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N,  \
-                                    K, chunks_per_split, plan);                                    \
-        else if constexpr (KV == 21)                                                               \
-            g = wg_tile_pp_call<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w,   \
-                                          sf, N, K, chunks_per_split, plan, g);                    \
-        else                                                                                       \
-            wg_tile_call<NTOK, NV, wg_kcfg<NTOK, KV>>(smem, smem_p, info, ws, ws_split_stride, a,  \
-                                                      gather, w, sf, N, K, chunks_per_split,       \
-                                                      plan);                                       \
-    } while (0)
+    wg_tile_call<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,        \
+                           chunks_per_split, plan)
             if (NTOK <= 32 || nv <= 32)
                 WG_TILE(32);
             else if (NTOK == 64 || nv <= 64)
@@ -649,14 +430,14 @@ static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, c
     if (!smem_set) {
         NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_wg_kernel<NTOK, KV>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          wg_kcfg<NTOK, KV>::SMEM));
+                                          wg_cfg<NTOK>::SMEM));
         smem_set = 1;
     }
     {
         int64_t nchunks = k / 64;
         dim3 grid((unsigned)((n + WG_N - 1) / WG_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
                   (unsigned)((nchunks + cps - 1) / cps));
-        moe_gemm_wg_kernel<NTOK, KV><<<grid, WG_THREADS, wg_kcfg<NTOK, KV>::SMEM, st>>>(
+        moe_gemm_wg_kernel<NTOK, KV><<<grid, WG_THREADS, wg_cfg<NTOK>::SMEM, st>>>(
             ws, stride, a, gather, w, sf, n, k, cps, *plan);
         NVF_CUDA_TRY(cudaGetLastError());
     }
@@ -668,17 +449,9 @@ template <int NTOK>
 static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                      const uint8_t *sf, int64_t n, int64_t k, int cps,
                      const nvf_cuda_moe_plan *plan, cudaStream_t st) {
-    int v = moe_gemm_version();
-    if (v == 22)
-        return launch_wg<NTOK, 22>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
-    if (v == 23)
-        return launch_wg<NTOK, 23>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
-    if (v == 21)
-        return launch_wg<NTOK, 21>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
-    if (v >= 19)
-        return launch_wg<NTOK, 19>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
-    return v >= 16 ? launch_wg<NTOK, 16>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
-                   : launch_wg<NTOK, 7>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
+    return moe_gemm_version() >= 16
+               ? launch_wg<NTOK, 16>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
+               : launch_wg<NTOK, 7>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
 }
 
 /* Whether the current device runs this file's kernels: they are built for sm_90a only, which
