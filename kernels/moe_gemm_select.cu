@@ -29,16 +29,18 @@
  * (use_reg32: DeepSeek-V3 at 512 tokens 0.566 -> 0.448 ms); v13, v12 with the 16-row kernel in
  * AM_SMEM_WORD's order too (3-5% faster than v10 at 8-256 tokens; stop 28,
  * bench/results/final-h200-afc547e/; capped for 4 CTAs per SM the 32-row kernel spilled 144
- * bytes and was 12% slower at 512 tokens, final-h200-193c4b6/); v16, the default, v13 with each
+ * bytes and was 12% slower at 512 tokens, final-h200-193c4b6/); v16, v13 with each
  * wgmma tile's MMAs as wide as its rows need (moe_gemm_wg.cu: DeepSeek-V3 at 2048 and 4096 tokens
- * 6-9% faster, bench/results/gemm-h200-v16-712ad9a/). bench moe at 00142a7 on the H200:
+ * 6-9% faster, bench/results/gemm-h200-v16-712ad9a/); v25, the default, v16 with a chunk's four
+ * wgmmas in one asm statement (DeepSeek-V3 at 2048 tokens 8% faster, the same at 4096;
+ * bench/results/gemm-h200-x4-7154382/). bench moe at 00142a7 on the H200:
  * v2 is 4-12% faster than v3 up to 128 tokens, v3 5% faster at 512 tokens on DeepSeek-V3 and even
  * elsewhere (bench/results/moe-v[23]-h200-*-00142a7.json). Read once. */
 int moe_gemm_version(void) {
     static int v = 0;
     if (v == 0) {
         const char *env = getenv("NVFP4_MOE_GEMM");
-        v = !env                      ? 16
+        v = !env                      ? 25
             : strcmp(env, "v1") == 0  ? 1
             : strcmp(env, "v2") == 0  ? 2
             : strcmp(env, "v3") == 0  ? 3
@@ -50,7 +52,8 @@ int moe_gemm_version(void) {
             : strcmp(env, "v10") == 0 ? 10
             : strcmp(env, "v12") == 0 ? 12
             : strcmp(env, "v13") == 0 ? 13
-                                      : 16;
+            : strcmp(env, "v16") == 0 ? 16
+                                      : 25;
     }
     return v;
 }

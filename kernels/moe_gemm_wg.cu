@@ -134,6 +134,147 @@ template <> struct wgmma_bf16<128> {
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
     }
 };
+/* Kernel v25: a chunk's four k16 wgmmas in one asm statement (as kernel v18 had them, stop 32),
+ * their 16 A registers all live at once. With four statements in wg_tile_call (v16) ptxas waited
+ * for each wgmma before issuing the next: WARPGROUP.DEPBAR after every HGMMA, 24% of the warps'
+ * stall samples at 4096 tokens (bench/results/ncu-source-h200-17195c2/). */
+template <int N> struct wgmma_bf16x4;
+
+template <> struct wgmma_bf16x4<32> {
+    static __device__ __forceinline__ void run(float *d, const uint32_t (*a)[4], uint64_t d0,
+                                               uint64_t d1, uint64_t d2, uint64_t d3) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %36, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %32, p, 1, 1,"
+                     " 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%20,%21,%22,%23}, %33, p, 1, 1,"
+                     " 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%24,%25,%26,%27}, %34, p, 1, 1,"
+                     " 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%28,%29,%30,%31}, %35, p, 1, 1,"
+                     " 0;\n"
+                     "}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                       "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                       "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                     : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(a[1][0]),
+                       "r"(a[1][1]), "r"(a[1][2]), "r"(a[1][3]), "r"(a[2][0]), "r"(a[2][1]),
+                       "r"(a[2][2]), "r"(a[2][3]), "r"(a[3][0]), "r"(a[3][1]), "r"(a[3][2]),
+                       "r"(a[3][3]), "l"(d0), "l"(d1), "l"(d2), "l"(d3), "r"(1));
+    }
+};
+
+template <> struct wgmma_bf16x4<64> {
+    static __device__ __forceinline__ void run(float *d, const uint32_t (*a)[4], uint64_t d0,
+                                               uint64_t d1, uint64_t d2, uint64_t d3) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %52, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                     "%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %48, p, 1, 1, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                     "%25,%26,%27,%28,%29,%30,%31}, {%36,%37,%38,%39}, %49, p, 1, 1, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                     "%25,%26,%27,%28,%29,%30,%31}, {%40,%41,%42,%43}, %50, p, 1, 1, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                     "%25,%26,%27,%28,%29,%30,%31}, {%44,%45,%46,%47}, %51, p, 1, 1, 0;\n"
+                     "}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                       "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                       "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                       "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                       "+f"(d[30]), "+f"(d[31])
+                     : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(a[1][0]),
+                       "r"(a[1][1]), "r"(a[1][2]), "r"(a[1][3]), "r"(a[2][0]), "r"(a[2][1]),
+                       "r"(a[2][2]), "r"(a[2][3]), "r"(a[3][0]), "r"(a[3][1]), "r"(a[3][2]),
+                       "r"(a[3][3]), "l"(d0), "l"(d1), "l"(d2), "l"(d3), "r"(1));
+    }
+};
+
+template <> struct wgmma_bf16x4<96> {
+    static __device__ __forceinline__ void run(float *d, const uint32_t (*a)[4], uint64_t d0,
+                                               uint64_t d1, uint64_t d2, uint64_t d3) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %68, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
+                     "%43,%44,%45,%46,%47}, {%48,%49,%50,%51}, %64, p, 1, 1, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
+                     "%43,%44,%45,%46,%47}, {%52,%53,%54,%55}, %65, p, 1, 1, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
+                     "%43,%44,%45,%46,%47}, {%56,%57,%58,%59}, %66, p, 1, 1, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
+                     "%43,%44,%45,%46,%47}, {%60,%61,%62,%63}, %67, p, 1, 1, 0;\n"
+                     "}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                       "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                       "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                       "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                       "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                       "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                       "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+                     : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(a[1][0]),
+                       "r"(a[1][1]), "r"(a[1][2]), "r"(a[1][3]), "r"(a[2][0]), "r"(a[2][1]),
+                       "r"(a[2][2]), "r"(a[2][3]), "r"(a[3][0]), "r"(a[3][1]), "r"(a[3][2]),
+                       "r"(a[3][3]), "l"(d0), "l"(d1), "l"(d2), "l"(d3), "r"(1));
+    }
+};
+
+template <> struct wgmma_bf16x4<128> {
+    static __device__ __forceinline__ void run(float *d, const uint32_t (*a)[4], uint64_t d0,
+                                               uint64_t d1, uint64_t d2, uint64_t d3) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %84, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
+                     "%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,"
+                     "%61,%62,%63}, {%64,%65,%66,%67}, %80, p, 1, 1, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
+                     "%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,"
+                     "%61,%62,%63}, {%68,%69,%70,%71}, %81, p, 1, 1, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
+                     "%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,"
+                     "%61,%62,%63}, {%72,%73,%74,%75}, %82, p, 1, 1, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
+                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
+                     "%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,"
+                     "%61,%62,%63}, {%76,%77,%78,%79}, %83, p, 1, 1, 0;\n"
+                     "}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                       "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                       "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                       "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                       "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                       "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                       "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+                       "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+                       "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(a[1][0]),
+                       "r"(a[1][1]), "r"(a[1][2]), "r"(a[1][3]), "r"(a[2][0]), "r"(a[2][1]),
+                       "r"(a[2][2]), "r"(a[2][3]), "r"(a[3][0]), "r"(a[3][1]), "r"(a[3][2]),
+                       "r"(a[3][3]), "l"(d0), "l"(d1), "l"(d2), "l"(d3), "r"(1));
+    }
+};
 #endif
 
 /* The descriptor of a K-major BF16 operand in the 128-byte swizzle layout: row n's 64 values
@@ -264,8 +405,9 @@ __device__ __forceinline__ void wg_frags(uint32_t (*af)[4], const wg_lane<NV> &l
     }
 }
 
-/* A chunk's four wgmmas (k16 steps) on the stage's A tile at `bs`, committed as one group. */
-template <int NV>
+/* A chunk's four wgmmas (k16 steps) on the stage's A tile at `bs`, committed as one group; X4:
+ * in one asm statement (kernel v25). */
+template <int NV, bool X4>
 __device__ __forceinline__ void wg_mma_chunk(float *acc, const uint32_t (*af)[4], uint32_t bs) {
 #pragma unroll
     for (int i = 0; i < NV / 2; i++)
@@ -275,9 +417,13 @@ __device__ __forceinline__ void wg_mma_chunk(float *acc, const uint32_t (*af)[4]
     for (int k = 0; k < 4; k++)
         d[k] = wg_desc_sw128(bs + 32 * k);
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    if constexpr (X4) {
+        wgmma_bf16x4<NV>::run(acc, af, d[0], d[1], d[2], d[3]);
+    } else {
 #pragma unroll
-    for (int k = 0; k < 4; k++)
-        wgmma_bf16<NV>::run(acc, af[k], d[k]);
+        for (int k = 0; k < 4; k++)
+            wgmma_bf16<NV>::run(acc, af[k], d[k]);
+    }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
@@ -302,7 +448,7 @@ __device__ __forceinline__ void wg_store(float *ws, int64_t ws_split_stride, con
 /* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 127,
  * its first NV rows (NV <= NTOK: the rest are beyond the expert's). Ends with no copy and no
  * wgmma in flight; the caller syncs before the stages are reused. */
-template <int NTOK, int NV>
+template <int NTOK, int NV, bool X4 = false>
 __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info,
                                         float *ws, int64_t ws_split_stride, const uint16_t *a,
                                         int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
@@ -347,7 +493,7 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
         uint32_t af[4][4];
         wg_frags<NV>(af, l, smem_p + C::STAGES * C::B + s * C::W,
                      smem_p + C::STAGES * (C::B + C::W) + s * C::S, lq);
-        wg_mma_chunk<NV>(acc, af, smem + s * C::B);
+        wg_mma_chunk<NV, X4>(acc, af, smem + s * C::B);
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
         for (int i = 0; i < NV / 2; i++)
@@ -357,21 +503,25 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
     wg_store<NV>(ws, ws_split_stride, acc, l, N);
 }
 
-/* wg_tile as a function of its own (kernel v16): with the four widths inlined the 128-row kernel
- * spilled 152 bytes. ptxas then waits for each wgmma before the next fragment is made (C7510,
- * "wgmma pipeline crossing function boundary": WARPGROUP.DEPBAR after every HGMMA in the SASS),
- * yet inlining it (kernel v18 at 3aac854, the four wgmmas in one asm statement, 8 bytes spilled)
- * was slower at 4096 tokens and on GPT-OSS-120B (bench/results/gemm-h200-v18-3aac854/). */
-template <int NTOK, int NV>
+/* wg_tile as a function of its own (kernels v16 and v25): with the four widths inlined the 128-row
+ * kernel spilled 152 bytes. ptxas reports C7510 ("wgmma pipeline crossing function boundary") for
+ * it: in v16 a WARPGROUP.DEPBAR after every HGMMA. Inlining it (kernel v18 at 3aac854, the four
+ * wgmmas in one asm statement, 8 bytes spilled) was slower at 4096 tokens and on GPT-OSS-120B
+ * (bench/results/gemm-h200-v18-3aac854/); the one asm statement in this function (v25) was 5-8%
+ * faster than v16 at 1024-2048 tokens and the same elsewhere (bench/results/gemm-h200-x4-7154382/).
+ */
+template <int NTOK, int NV, bool X4>
 __device__ __noinline__ void
 wg_tile_call(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws, int64_t ws_split_stride,
              const uint16_t *a, int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
              int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
-    wg_tile<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps, plan);
+    wg_tile<NTOK, NV, X4>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps,
+                          plan);
 }
 
 /* CTA (x, y, z): weight rows 128 x of tiles y, y + gridDim.y, ... up to the first unused one, K
- * range z. KV 7 (kernels v7 to v13): each tile NTOK wide; 16: as wide as its rows need. */
+ * range z. KV 7 (kernels v7 to v13): each tile NTOK wide; 16: as wide as its rows need; 25: as 16,
+ * a chunk's four wgmmas in one asm statement. */
 template <int NTOK, int KV>
 __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
     moe_gemm_wg_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
@@ -399,8 +549,8 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
             int e = info >> 20, rows = plan.offsets[e + 1] - plan.offsets[e] - (info & 0xFFFFF);
             int nv = (rows + 31) / 32 * 32;
 #define WG_TILE(NV)                                                                                \
-    wg_tile_call<NTOK, NV>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,        \
-                           chunks_per_split, plan)
+    wg_tile_call<NTOK, NV, KV == 25>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, \
+                                     K, chunks_per_split, plan)
             if (NTOK <= 32 || nv <= 32)
                 WG_TILE(32);
             else if (NTOK == 64 || nv <= 64)
@@ -449,9 +599,10 @@ template <int NTOK>
 static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                      const uint8_t *sf, int64_t n, int64_t k, int cps,
                      const nvf_cuda_moe_plan *plan, cudaStream_t st) {
-    return moe_gemm_version() >= 16
-               ? launch_wg<NTOK, 16>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
-               : launch_wg<NTOK, 7>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
+    int v = moe_gemm_version();
+    return v >= 25   ? launch_wg<NTOK, 25>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
+           : v >= 16 ? launch_wg<NTOK, 16>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
+                     : launch_wg<NTOK, 7>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
 }
 
 /* Whether the current device runs this file's kernels: they are built for sm_90a only, which

@@ -4,7 +4,7 @@
 # others at W4A16) beside the BF16 torch._grouped_mm baseline, per shape, plus a sweep of the 64-row
 # tile switch (NVFP4_MOE_TILE64_ROWS). Outputs under $OUT, tarred to $OUT/kernels.tgz.
 #   NVFP4_BIN, NVFP4_TESTS, NVFP4_COMMIT as for device-profile.sh; NVFP4_MOE_SHAPES (empty: no bench),
-#   NVFP4_MOE_TOKENS, NVFP4_MOE_VERSIONS (default "v16 v13"; v16 is the default kernel), NVFP4_MOE_SWEEP (switch values,
+#   NVFP4_MOE_TOKENS, NVFP4_MOE_VERSIONS (default "v25 v16"; v25 is the default kernel), NVFP4_MOE_SWEEP (switch values,
 #   default "16 48"; empty: none), NVFP4_MOE_ROUTER_BIAS (DeepSeek-V3's --router-bias, default 0).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -44,7 +44,7 @@ done
 rm -rf "$pc"
 fi
 tokens=${NVFP4_MOE_TOKENS:-1,8,16,128,512,1024,2048,4096}
-versions=${NVFP4_MOE_VERSIONS:-v16 v13}
+versions=${NVFP4_MOE_VERSIONS:-v25 v16}
 summary() { python3 - "$@" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
