@@ -17,7 +17,7 @@
 /* CTAs per SM the 32-row register kernel's registers allow (168 registers, ptxas -v at sm_90). */
 #define REG32_CTAS 3
 
-/** The kernel version: NVFP4_MOE_GEMM (v1 ... v16), 16 by default (read once). */
+/** The kernel version: NVFP4_MOE_GEMM (v1 ... v25), 25 by default (read once). */
 int moe_gemm_version(void);
 
 /** Whether the warpgroup-MMA kernel (moe_gemm_wg.cu) takes tiles of tile_rows rows and K k. */

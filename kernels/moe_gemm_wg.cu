@@ -23,12 +23,14 @@
  * four wgmmas are waited for before the next chunk (overlap comes from the other warpgroups).
  * K % 64 == 0 only.
  *
- * Kernel v16 (the default): a tile's wgmmas are as wide as its rows need, rounded up to 32 (32,
+ * Kernel v16: a tile's wgmmas are as wide as its rows need, rounded up to 32 (32,
  * 64, 96 or 128), not the tile height. With 128 rows per expert on average (DeepSeek-V3 at 4096
  * tokens) about half the experts have a second 128-row tile holding a few rows, and with 64
  * (2048 tokens) most 128-row tiles are half empty; v7 computed them at full width. Each width is
  * its own wg_tile, not inlined: four inlined widths made the 128-row kernel spill 152 bytes.
  * The same products in the same k16 steps, so the same bytes as v7 in every stored column.
+ *
+ * Kernel v25 (the default): v16 with a chunk's four wgmmas in one asm statement (wgmma_bf16x4).
  */
 #include "kernels/moe_gemm.h"
 

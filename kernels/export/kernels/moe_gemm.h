@@ -143,7 +143,7 @@ int nvf_cuda_moe_gemm_tiled(float *ws, int64_t ws_split_stride, const uint16_t *
                             int chunks_per_split, const nvf_cuda_moe_plan *plan, int variant,
                             struct CUstream_st *stream);
 
-/** The same on Hopper's warpgroup MMA (kernels/moe_gemm_wg.cu, kernels v7 to v16), 32-, 64- or
+/** The same on Hopper's warpgroup MMA (kernels/moe_gemm_wg.cu, kernels v7 to v25), 32-, 64- or
  * 128-row tiles; K % 64 == 0 and nvf_cuda_moe_gemm_wg_ok() only. nvf_cuda_moe_gemm calls it where
  * it applies. */
 int nvf_cuda_moe_gemm_wg(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
