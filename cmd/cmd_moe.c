@@ -59,8 +59,8 @@ static const cli_spec k_spec = {
         "GPU kernels from the prepared layout (built in memory from the layer's NVFP4 values)\n"
         "and routes on the GPU (the same ids and weights); router logits and shared experts\n"
         "stay on the CPU. The GPU takes NVFP4 experts\n"
-        "(an NVFP4 checkpoint, or --precision w4a16/w4a4) and, for w4a4, the checkpoint's\n"
-        "input scales (no dynamic or per-token activation scales): else exit 1.\n"
+        "(an NVFP4 checkpoint, or --precision w4a16/w4a4) and, for w4a4, input scales on\n"
+        "every expert or on none (dynamic), or --per-token-activations: else exit 1.\n"
         "An input whose H differs from the layer's, or a layer that is not MoE, is exit 2.\n",
     .opts = k_opts,
     .n_opts = sizeof k_opts / sizeof k_opts[0],

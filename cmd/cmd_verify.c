@@ -187,9 +187,6 @@ static int options(nvf_verify_opts *o, int64_t **layers, const char *ckpt) {
     const char *dev = g_common.device ? g_common.device : "auto";
     if (strncmp(dev, "cuda", 4) != 0 && strcmp(dev, "auto") != 0 && strcmp(dev, "cpu") != 0)
         return cli_usage_error(&k_spec, "--device takes auto, cpu or cuda[:N], got '%s'", dev);
-    if (strncmp(dev, "cuda", 4) == 0 && g_per_token)
-        return cli_usage_error(&k_spec, "--per-token-activations runs on the CPU only "
-                                        "(--device cpu)");
     if (strcmp(dev, "auto") == 0)
         nvf_log(NVF_LOG_INFO, "device auto: the CPU (--device cuda runs the layers' routed "
                               "experts on the GPU kernels)");

@@ -33,6 +33,10 @@ struct nvf_cuda_moe {
     int32_t *perm_scratch, *offsets, *tile_info, *perm, *row_of;
     uint16_t *xq, *h;
     float *ws;
+    /* computed W4A4 scales (L.act_scales): per permuted row FC1's and FC2's global and decode
+     * scales, and the amax scratch */
+    float *gs1, *dec1, *gs2, *dec2;
+    uint32_t *amax;
     int64_t ws_floats;
     /* NVFP4_MOE_STAGE_EVENTS: an event before the run and after each step (nvf_cuda_moe_stage_ms)
      */
@@ -71,6 +75,8 @@ extern "C" void nvf_cuda_moe_free(nvf_cuda_moe *m) {
     nvf_cuda_free(m->xq);
     nvf_cuda_free(m->h);
     nvf_cuda_free(m->ws);
+    nvf_cuda_free(m->gs1);
+    nvf_cuda_free(m->amax);
     for (int i = 0; m->stage_events && i <= NVF_CUDA_MOE_STAGES; i++)
         cudaEventDestroy(m->ev[i]);
     free(m);
@@ -82,13 +88,16 @@ extern "C" int nvf_cuda_moe_create(nvf_cuda_moe **out, const nvf_cuda_moe_layer 
     int64_t H = layer->hidden, I = layer->inter, E = layer->n_experts;
     if (H <= 0 || I <= 0 || E <= 0 || E >= 2048 || H % 16 || I % 16 ||
         (layer->gated && I % NVF_W13_GROUP) || top_k <= 0 || max_tokens <= 0 ||
-        max_tokens * top_k >= (1 << 20))
+        max_tokens * top_k >= (1 << 20) || layer->act_scales < 0 || layer->act_scales > 2 ||
+        (layer->act_scales && layer->w13_input_scale))
         return nvf_error_set(NVF_E_INVALID,
                              "MoE kernels: hidden %" PRId64 ", intermediate %" PRId64 ", %" PRId64
                              " experts, top-%" PRId64 ", %" PRId64
-                             " tokens is not a shape they take (H and I multiples of 16, I of "
-                             "64 when gated, fewer than 2048 experts and 2^20 slots)",
-                             H, I, E, top_k, max_tokens);
+                             " tokens, activation scales %d is not a shape they take (H and I "
+                             "multiples of 16, I of 64 when gated, fewer than 2048 experts and "
+                             "2^20 slots; activation scales 0 to 2, computed ones without input "
+                             "scales)",
+                             H, I, E, top_k, max_tokens, (int)layer->act_scales);
     nvf_cuda_moe *m = (nvf_cuda_moe *)calloc(1, sizeof *m);
     if (!m)
         return nvf_error_set(NVF_E_NOMEM, "no memory for the MoE state");
@@ -114,9 +123,20 @@ extern "C" int nvf_cuda_moe_create(nvf_cuda_moe **out, const nvf_cuda_moe_layer 
         (rc = nvf_cuda_alloc((void **)&m->h, (size_t)(slots * I) * 2, "MoE FC1 output")) ||
         (rc = nvf_cuda_alloc((void **)&m->ws, (size_t)m->ws_floats * 4, "MoE workspace")))
         goto done;
-    if (layer->w13_input_scale &&
+    if ((layer->w13_input_scale || layer->act_scales) &&
         (rc = nvf_cuda_alloc((void **)&m->xq, (size_t)(slots * H) * 2, "MoE FC1 input")))
         goto done;
+    if (layer->act_scales) {
+        int64_t words = max_tokens > slots ? max_tokens : slots;
+        words = words > E ? words : E;
+        if ((rc = nvf_cuda_alloc((void **)&m->gs1, (size_t)(4 * slots) * 4,
+                                 "MoE activation scales")) ||
+            (rc = nvf_cuda_alloc((void **)&m->amax, (size_t)words * 4, "MoE activation amax")))
+            goto done;
+        m->dec1 = m->gs1 + slots;
+        m->gs2 = m->gs1 + 2 * slots;
+        m->dec2 = m->gs1 + 3 * slots;
+    }
     if (rc == 0 && getenv("NVFP4_MOE_STAGE_EVENTS")) {
         for (int i = 0; i <= NVF_CUDA_MOE_STAGES; i++)
             NVF_CUDA_TRY(cudaEventCreate(&m->ev[i]));
@@ -291,27 +311,43 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
                                   tile_rows,
                                   (int32_t)k,
                                   grid_tiles < max_tiles ? (int32_t)grid_tiles : max_tiles};
-        const uint16_t *a1 = L->w13_input_scale ? m->xq : x;
+        int w4a4 = L->w13_input_scale || L->act_scales, per_row = L->act_scales == 2;
+        const uint16_t *a1 = w4a4 ? m->xq : x;
 
         stage_mark(m, 0, stream);
         if ((rc = moe_perm_launch(m->offsets, m->perm, m->row_of, m->tile_info, m->perm_scratch,
                                   ids, slots, expert0, E, tile_rows, max_tiles, stream)))
             goto done;
         stage_mark(m, 1, stream);
-        if (L->w13_input_scale) {
+        /* computed W4A4 scales: each row's FC1 global scale from the amax of its token's x row
+         * or of all of x first */
+        if (L->act_scales &&
+            (rc = moe_act_scales(m->gs1, m->dec1, m->amax, x, t, H, per_row, m->perm, k, m->offsets,
+                                 E, qp, slots, m->sms, stream)))
+            goto done;
+        if (w4a4) {
             if ((rc = moe_gather_quant(m->xq, x, m->perm, m->offsets, E, k, H, L->w13_input_scale,
-                                       qp, slots, local, m->sms, stream)))
+                                       L->act_scales ? m->gs1 : NULL, qp, slots, local, m->sms,
+                                       stream)))
                 goto done;
         }
         stage_mark(m, 2, stream);
-        rc = nvf_cuda_moe_gemm(m->ws, stride1, a1, L->w13_input_scale ? 0 : 1, L->w13, L->w13_sf,
-                               n1, H, cps1, &plan, stream);
+        rc = nvf_cuda_moe_gemm(m->ws, stride1, a1, w4a4 ? 0 : 1, L->w13, L->w13_sf, n1, H, cps1,
+                               &plan, stream);
         if (rc)
             goto done;
         stage_mark(m, 3, stream);
+        /* computed scales: the epilogue's BF16 rows first, then their amax (of each row or each
+         * expert's rows) gives FC2's global scales, and the rows are quantized in place */
         if ((rc = moe_fc1_epilogue(m->h, m->ws, stride1, s1, m->offsets, E, I, L->gated,
-                                   L->w13_alpha, act, L->fc2_input_scale, qp, slots, local, m->sms,
-                                   stream)))
+                                   L->w13_alpha, L->act_scales ? m->dec1 : NULL, act,
+                                   L->fc2_input_scale, qp, slots, local, m->sms, stream)))
+            goto done;
+        if (L->act_scales &&
+            ((rc = moe_act_scales(m->gs2, m->dec2, m->amax, m->h, 0, I, per_row, NULL, k,
+                                  m->offsets, E, qp, slots, m->sms, stream)) ||
+             (rc = moe_quant_rows(m->h, m->offsets, E, I, m->gs2, qp, slots, local, m->sms,
+                                  stream))))
             goto done;
         stage_mark(m, 4, stream);
         rc = nvf_cuda_moe_gemm(m->ws, stride2, m->h, 0, L->w2, L->w2_sf, H, I, cps2, &plan, stream);
@@ -319,7 +355,7 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
             goto done;
         stage_mark(m, 5, stream);
         if ((rc = moe_finalize(y, m->ws, stride2, s2, m->row_of, ids, weights, t, k, H, expert0,
-                               L->w2_alpha, m->sms, stream)))
+                               L->w2_alpha, L->act_scales ? m->dec2 : NULL, m->sms, stream)))
             goto done;
         stage_mark(m, 6, stream);
     }

@@ -163,11 +163,13 @@ __device__ __forceinline__ void qdq_store(uint16_t *dst, const float *v, float g
 }
 
 /* W4A4 FC1 input: x of each permuted row's token quantized with the expert's global scale
- * 1 / w13_input_scale[e], W values a thread (qdq_store). */
+ * 1 / w13_input_scale[e] (or the row's own, row_gs[p], where the scales are computed), W values
+ * a thread (qdq_store). */
 template <int W>
 __global__ void gather_quant_kernel(uint16_t *xq, const uint16_t *x, const int32_t *perm,
                                     const int32_t *offsets, int64_t n_experts, int64_t top_k,
-                                    int64_t hidden, const float *input_scale, nvf_quant_params q) {
+                                    int64_t hidden, const float *input_scale, const float *row_gs,
+                                    nvf_quant_params q) {
     extern __shared__ int32_t off[]; /* offsets_to_shared */
     offsets_to_shared(off, offsets, n_experts);
     int32_t rows = off[n_experts];
@@ -188,8 +190,89 @@ __global__ void gather_quant_kernel(uint16_t *xq, const uint16_t *x, const int32
             for (int j = 0; j < W; j++)
                 v[j] = nvf_bf16_to_f32(src[j]);
         }
-        qdq_store<W>(xq + (int64_t)p * hidden + c, v,
-                     1.0f / input_scale[expert_of(off, n_experts, p)], q);
+        float gs = row_gs ? row_gs[p] : 1.0f / input_scale[expert_of(off, n_experts, p)];
+        qdq_store<W>(xq + (int64_t)p * hidden + c, v, gs, q);
+    }
+}
+
+/* ---- computed W4A4 activation scales (nvf_cuda_moe_layer.act_scales) -------------------- */
+
+/* |v|'s f32 bits, 0 for a NaN: amaxes are the integer max of these (exact, in any order), and
+ * NaN never wins, as lib/moe's `fabsf(x) > a` does not pick it. */
+__device__ __forceinline__ uint32_t amax_bits(float v) {
+    uint32_t b = __float_as_uint(v) & 0x7FFFFFFFu;
+    return b > 0x7F800000u ? 0u : b;
+}
+
+/* The amax of each row of src [rows, cols] BF16 (a warp a row): into row_amax[r] (if given) and,
+ * by an integer atomicMax of the bits (the same result in any order), into group_amax[the row's
+ * expert] where offsets is given (the rows permuted rows), else group_amax[0]. rows is
+ * *rows_dev where given (the permuted rows' count on the device), else rows. */
+__global__ void row_amax_kernel(uint32_t *row_amax, uint32_t *group_amax, const uint16_t *src,
+                                int64_t rows, const int32_t *rows_dev, int64_t cols,
+                                const int32_t *offsets, int64_t n_experts) {
+    int64_t n = rows_dev ? (int64_t)*rows_dev : rows;
+    int lane = threadIdx.x & 31;
+    int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < n; r += warps) {
+        const uint16_t *row = src + r * cols;
+        uint32_t m = 0;
+        for (int64_t c = 2 * lane; c < cols; c += 64) { /* cols even: rows of 16-value blocks */
+            uint32_t two = *(const uint32_t *)(row + c);
+            uint32_t a = amax_bits(nvf_bf16_to_f32((uint16_t)two));
+            uint32_t b = amax_bits(nvf_bf16_to_f32((uint16_t)(two >> 16)));
+            m = a > m ? a : m;
+            m = b > m ? b : m;
+        }
+        for (int d = 16; d > 0; d /= 2) {
+            uint32_t o = __shfl_xor_sync(FULL_MASK, m, d);
+            m = o > m ? o : m;
+        }
+        if (lane == 0) {
+            if (row_amax)
+                row_amax[r] = m;
+            if (group_amax)
+                atomicMax(group_amax + (offsets ? expert_of(offsets, n_experts, (int32_t)r) : 0),
+                          m);
+        }
+    }
+}
+
+/* Each permuted row's global and decode scales (nvf_qb_group_scale, nvf_qb_group_decode, as
+ * lib/moe's prepare_input takes them) from an amax: per_row, amax[perm[p] / top_k] (FC1: the
+ * token's x row) or amax[p] (perm NULL: FC2, the row's own); else amax[0] (FC1: all of x) or
+ * amax[expert of p] (perm NULL: FC2, the expert's FC1 output). */
+__global__ void row_scales_kernel(float *gs, float *dec, const uint32_t *amax, int per_row,
+                                  const int32_t *perm, int64_t top_k, const int32_t *offsets,
+                                  int64_t n_experts, nvf_quant_params q) {
+    extern __shared__ int32_t off[]; /* offsets_to_shared */
+    offsets_to_shared(off, offsets, n_experts);
+    int32_t rows = off[n_experts];
+    for (int32_t p = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); p < rows;
+         p += (int32_t)(gridDim.x * blockDim.x)) {
+        int64_t i =
+            per_row ? (perm ? perm[p] / top_k : p) : (perm ? 0 : expert_of(off, n_experts, p));
+        float g = nvf_qb_group_scale(__uint_as_float(amax[i]), &q);
+        gs[p] = g;
+        dec[p] = nvf_qb_group_decode(g, &q);
+    }
+}
+
+/* The FC1 output h [rows, cols] BF16 quantized in place, each row with its global scale
+ * row_gs[p], W values a thread (qdq_store). */
+template <int W>
+__global__ void quant_rows_kernel(uint16_t *h, const int32_t *offsets, int64_t n_experts,
+                                  int64_t cols, const float *row_gs, nvf_quant_params q) {
+    int64_t rows = offsets[n_experts], per_row = cols / W;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * per_row;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int32_t p = (int32_t)(i / per_row);
+        uint16_t *at = h + (int64_t)p * cols + i % per_row * W;
+        float v[W];
+#pragma unroll
+        for (int j = 0; j < W; j++)
+            v[j] = nvf_bf16_to_f32(at[j]);
+        qdq_store<W>(at, v, row_gs[p], q);
     }
 }
 
@@ -255,7 +338,8 @@ __device__ __forceinline__ void fc1_act4(float *v, const float *ws, int64_t spli
  * blocks' contiguous 64-byte pieces of ws; h [rows, inter] BF16. */
 __global__ void fc1_epilogue_kernel(uint16_t *h, const float *ws, int64_t split_stride, int splits,
                                     const int32_t *offsets, int64_t n_experts, int64_t inter,
-                                    int gated, const float *alpha, nvf_cuda_moe_act act) {
+                                    int gated, const float *alpha, const float *row_dec,
+                                    nvf_cuda_moe_act act) {
     extern __shared__ int32_t off[]; /* offsets_to_shared */
     offsets_to_shared(off, offsets, n_experts);
     int64_t rows = off[n_experts], n1 = gated ? 2 * inter : inter, quads = rows * inter / 4;
@@ -263,9 +347,10 @@ __global__ void fc1_epilogue_kernel(uint16_t *h, const float *ws, int64_t split_
          i += (int64_t)gridDim.x * blockDim.x) {
         int32_t p = (int32_t)(i / (inter / 4));
         int64_t c = i % (inter / 4) * 4;
-        float v[4];
-        fc1_act4(v, ws, split_stride, splits, p, c, n1, gated, alpha[expert_of(off, n_experts, p)],
-                 act);
+        float v[4], al = alpha[expert_of(off, n_experts, p)];
+        if (row_dec) /* computed W4A4 scales: lib/moe's alpha * dec[r] */
+            al = al * row_dec[p];
+        fc1_act4(v, ws, split_stride, splits, p, c, n1, gated, al, act);
         *(uint2 *)(h + (int64_t)p * inter + c) = make_uint2(
             (uint32_t)nvf_f32_to_bf16_rn(v[0]) | ((uint32_t)nvf_f32_to_bf16_rn(v[1]) << 16),
             (uint32_t)nvf_f32_to_bf16_rn(v[2]) | ((uint32_t)nvf_f32_to_bf16_rn(v[3]) << 16));
@@ -333,8 +418,8 @@ template <int V> __device__ __forceinline__ void store_f32v(float *p, const floa
 template <int V>
 __global__ void finalize_kernel(float *y, const float *ws, int64_t split_stride, int splits,
                                 const int32_t *row_of, const int32_t *ids, const float *weights,
-                                int64_t top_k, int64_t hidden, int64_t expert0,
-                                const float *alpha2) {
+                                int64_t top_k, int64_t hidden, int64_t expert0, const float *alpha2,
+                                const float *row_dec) {
     extern __shared__ float fin[]; /* [top_k] weights, [top_k] alphas, [top_k] rows */
     __shared__ int32_t n_local;
     float *wt = fin, *al = fin + top_k;
@@ -351,7 +436,8 @@ __global__ void finalize_kernel(float *y, const float *ws, int64_t split_stride,
                 int32_t at = n + __popc(hit & ((1u << lane) - 1u));
                 rows[at] = r;
                 wt[at] = weights[tok * top_k + j];
-                al[at] = alpha2[ids[tok * top_k + j] - expert0];
+                float a2 = alpha2[ids[tok * top_k + j] - expert0];
+                al[at] = row_dec ? a2 * row_dec[r] : a2; /* lib/moe's alpha * dec[r] */
             }
             n += __popc(hit);
         }
@@ -441,18 +527,18 @@ static int quant_quads(int64_t blocks, int sms) {
 
 int moe_gather_quant(uint16_t *xq, const uint16_t *x, const int32_t *perm, const int32_t *offsets,
                      int64_t n_experts, int64_t top_k, int64_t hidden, const float *input_scale,
-                     nvf_quant_params q, int64_t slots, int64_t rows_expect, int sms,
-                     cudaStream_t st) {
+                     const float *row_gs, nvf_quant_params q, int64_t slots, int64_t rows_expect,
+                     int sms, cudaStream_t st) {
     int rc = 0;
     int64_t blocks = slots * (hidden / NVF_BLOCK);
     size_t osmem = (size_t)(n_experts + 1) * 4; /* offsets_to_shared */
     if (quant_quads(rows_expect * (hidden / NVF_BLOCK), sms))
         gather_quant_kernel<4><<<grid_for(blocks * 4, sms * STEP_CTAS_PER_SM), 128, osmem, st>>>(
-            xq, x, perm, offsets, n_experts, top_k, hidden, input_scale, q);
+            xq, x, perm, offsets, n_experts, top_k, hidden, input_scale, row_gs, q);
     else
         gather_quant_kernel<NVF_BLOCK>
             <<<grid_for(blocks, sms * STEP_CTAS_PER_SM), 128, osmem, st>>>(
-                xq, x, perm, offsets, n_experts, top_k, hidden, input_scale, q);
+                xq, x, perm, offsets, n_experts, top_k, hidden, input_scale, row_gs, q);
     NVF_CUDA_TRY(cudaGetLastError());
 done:
     return rc;
@@ -460,9 +546,9 @@ done:
 
 int moe_fc1_epilogue(uint16_t *h, const float *ws, int64_t split_stride, int splits,
                      const int32_t *offsets, int64_t n_experts, int64_t inter, int gated,
-                     const float *alpha, const nvf_cuda_moe_act *act, const float *fc2_input_scale,
-                     nvf_quant_params q, int64_t slots, int64_t rows_expect, int sms,
-                     cudaStream_t st) {
+                     const float *alpha, const float *row_dec, const nvf_cuda_moe_act *act,
+                     const float *fc2_input_scale, nvf_quant_params q, int64_t slots,
+                     int64_t rows_expect, int sms, cudaStream_t st) {
     int rc = 0;
     size_t osmem = (size_t)(n_experts + 1) * 4; /* offsets_to_shared */
     int64_t blocks = slots * (inter / NVF_BLOCK);
@@ -478,7 +564,7 @@ int moe_fc1_epilogue(uint16_t *h, const float *ws, int64_t split_stride, int spl
     else
         fc1_epilogue_kernel<<<grid_for(slots * (inter / 4), 2 * sms * STEP_CTAS_PER_SM), 128, osmem,
                               st>>>(h, ws, split_stride, splits, offsets, n_experts, inter, gated,
-                                    alpha, *act);
+                                    alpha, row_dec, *act);
     NVF_CUDA_TRY(cudaGetLastError());
 done:
     return rc;
@@ -486,7 +572,8 @@ done:
 
 int moe_finalize(float *y, const float *ws, int64_t split_stride, int splits, const int32_t *row_of,
                  const int32_t *ids, const float *weights, int64_t t, int64_t top_k, int64_t hidden,
-                 int64_t expert0, const float *alpha2, int sms, cudaStream_t st) {
+                 int64_t expert0, const float *alpha2, const float *row_dec, int sms,
+                 cudaStream_t st) {
     int rc = 0;
     /* 16-byte columns where y allows (hidden % 16 == 0 by nvf_cuda_moe_create; ws is the
      * run's); FIN_UNROLL column groups per thread unless that leaves fewer than 4 CTAs per SM */
@@ -499,11 +586,50 @@ int moe_finalize(float *y, const float *ws, int64_t split_stride, int splits, co
     dim3 fgrid((unsigned)t, (unsigned)parts);
     size_t fsmem = (size_t)(3 * top_k) * 4;
     if (vec == 4)
-        finalize_kernel<4><<<fgrid, FIN_THREADS, fsmem, st>>>(
-            y, ws, split_stride, splits, row_of, ids, weights, top_k, hidden, expert0, alpha2);
+        finalize_kernel<4><<<fgrid, FIN_THREADS, fsmem, st>>>(y, ws, split_stride, splits, row_of,
+                                                              ids, weights, top_k, hidden, expert0,
+                                                              alpha2, row_dec);
     else
-        finalize_kernel<1><<<fgrid, FIN_THREADS, fsmem, st>>>(
-            y, ws, split_stride, splits, row_of, ids, weights, top_k, hidden, expert0, alpha2);
+        finalize_kernel<1><<<fgrid, FIN_THREADS, fsmem, st>>>(y, ws, split_stride, splits, row_of,
+                                                              ids, weights, top_k, hidden, expert0,
+                                                              alpha2, row_dec);
+    NVF_CUDA_TRY(cudaGetLastError());
+done:
+    return rc;
+}
+
+int moe_act_scales(float *gs, float *dec, uint32_t *amax, const uint16_t *src, int64_t src_rows,
+                   int64_t cols, int per_row, const int32_t *perm, int64_t top_k,
+                   const int32_t *offsets, int64_t n_experts, nvf_quant_params q, int64_t slots,
+                   int sms, cudaStream_t st) {
+    int rc = 0;
+    /* FC1 (perm given): src is x, src_rows tokens; FC2: the permuted rows of h */
+    int fc1 = perm != NULL;
+    int64_t rows = fc1 ? src_rows : slots, groups = per_row ? 0 : fc1 ? 1 : n_experts;
+    if (groups)
+        NVF_CUDA_TRY(cudaMemsetAsync(amax, 0, (size_t)groups * 4, st));
+    row_amax_kernel<<<grid_for(rows * 32, sms * STEP_CTAS_PER_SM), 128, 0, st>>>(
+        per_row ? amax : NULL, groups ? amax : NULL, src, rows, fc1 ? NULL : offsets + n_experts,
+        cols, fc1 ? NULL : offsets, n_experts);
+    NVF_CUDA_TRY(cudaGetLastError());
+    row_scales_kernel<<<grid_for(slots, sms * STEP_CTAS_PER_SM), 128, (size_t)(n_experts + 1) * 4,
+                        st>>>(gs, dec, amax, per_row, perm, top_k, offsets, n_experts, q);
+    NVF_CUDA_TRY(cudaGetLastError());
+done:
+    return rc;
+}
+
+int moe_quant_rows(uint16_t *h, const int32_t *offsets, int64_t n_experts, int64_t cols,
+                   const float *row_gs, nvf_quant_params q, int64_t slots, int64_t rows_expect,
+                   int sms, cudaStream_t st) {
+    int rc = 0;
+    int64_t blocks = slots * (cols / NVF_BLOCK);
+    if (quant_quads(rows_expect * (cols / NVF_BLOCK), sms))
+        quant_rows_kernel<4><<<grid_for(blocks * 4, sms * STEP_CTAS_PER_SM), 128, 0, st>>>(
+            h, offsets, n_experts, cols, row_gs, q);
+    else
+        quant_rows_kernel<NVF_BLOCK><<<grid_for(blocks, sms * STEP_CTAS_PER_SM), 128, 0, st>>>(
+            h, offsets, n_experts, cols, row_gs, q);
     NVF_CUDA_TRY(cudaGetLastError());
 done:
     return rc;

@@ -190,6 +190,14 @@ int nvf_backend_moe(nvf_backend *b, float *y, const uint16_t *x, int64_t t, cons
     if ((w->w13_input_scale == NULL) != (w->fc2_input_scale == NULL))
         return nvf_error_set(NVF_E_INVALID,
                              "moe: W4A4 needs both w13_input_scale and fc2_input_scale");
+    if (w->act_scales != NVF_MOE_ACT_SCALES_INPUT && w->act_scales != NVF_MOE_ACT_SCALES_TENSOR &&
+        w->act_scales != NVF_MOE_ACT_SCALES_TOKEN)
+        return nvf_error_set(NVF_E_INVALID, "moe: activation scales %d (0, 1 or 2)",
+                             (int)w->act_scales);
+    if (w->act_scales != NVF_MOE_ACT_SCALES_INPUT && w->w13_input_scale)
+        return nvf_error_set(NVF_E_INVALID,
+                             "moe: computed activation scales (%d) and input scales both given",
+                             (int)w->act_scales);
     return b->ops->moe(b, y, x, t, ids, weights, top_k, expert0, w, act, q);
 }
 

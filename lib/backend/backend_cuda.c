@@ -103,6 +103,7 @@ static int cuda_moe(nvf_backend *b, float *y, const uint16_t *x, int64_t t, cons
         .w2_alpha = w->w2_alpha,
         .w13_input_scale = w->w13_input_scale,
         .fc2_input_scale = w->fc2_input_scale,
+        .act_scales = w->act_scales,
     };
     nvf_cuda_moe_act a = {act->act,          act->swiglu_alpha, act->swiglu_beta,
                           act->swiglu_limit, act->situ_beta,    act->situ_beta_l};

@@ -92,7 +92,7 @@ static void bufs_free(prepared_bufs *p) {
 
 /* Expert e's matrices m into the prepared buffers. */
 static int put_expert(prepared_bufs *p, const nvf_moe_matrix *m, int64_t e, int64_t n_h,
-                      int64_t n_i, int gated, int w4a4) {
+                      int64_t n_i, int gated, int w4a4, int scales) {
     const nvf_moe_matrix *g = &m[NVF_PROJ_GATE], *u = &m[NVF_PROJ_UP], *d = &m[NVF_PROJ_DOWN];
     int64_t n1 = gated ? 2 * n_i : n_i;
     int64_t s13 = nvf_layout_bytes(NVF_LAYOUT_128X4, n1, n_h / NVF_BLOCK);
@@ -109,11 +109,19 @@ static int put_expert(prepared_bufs *p, const nvf_moe_matrix *m, int64_t e, int6
                              "prepared w13 has one alpha",
                              e, (double)g->alpha, (double)u->alpha);
     float in13 = gated ? g->input_scale : u->input_scale;
-    if (w4a4 && (!(in13 > 0.0f) || !(d->input_scale > 0.0f) || (e > 0 && d->input_scale != p->fc2)))
+    if (w4a4 && scales == NVF_MOE_ACT_SCALES_INPUT &&
+        (!(in13 > 0.0f) || !(d->input_scale > 0.0f) || (e > 0 && d->input_scale != p->fc2)))
         return nvf_error_set(NVF_E_UNSUPPORTED,
                              "expert %" PRId64 ": W4A4 on the GPU takes the checkpoint's "
-                             "input_scale (one per expert for FC1, one per layer for FC2); "
-                             "this one has %g and %g",
+                             "input_scale (one per expert for FC1, one per layer for FC2) or "
+                             "none at all (dynamic scales); this one has %g and %g where expert "
+                             "0 has input scales",
+                             e, (double)in13, (double)d->input_scale);
+    if (w4a4 && scales == NVF_MOE_ACT_SCALES_TENSOR && (in13 > 0.0f || d->input_scale > 0.0f))
+        return nvf_error_set(NVF_E_UNSUPPORTED,
+                             "expert %" PRId64 ": W4A4 on the GPU takes input scales on every "
+                             "expert or on none (dynamic scales); this one has %g and %g where "
+                             "expert 0 has none",
                              e, (double)in13, (double)d->input_scale);
     int rc = NVF_OK;
     for (int64_t r = 0; r < n1 && rc == NVF_OK; r++) {
@@ -125,19 +133,22 @@ static int put_expert(prepared_bufs *p, const nvf_moe_matrix *m, int64_t e, int6
     for (int64_t r = 0; r < n_h && rc == NVF_OK; r++)
         rc = put_row(p->w2 + (e * n_h + r) * (n_i / 2), p->sf2 + e * s2, d, r, r, "down", e);
     /* W4A4: the kernels' inputs are E2M1 x E4M3 values, so alpha carries the input scale as the
-     * reference's alpha * dec does (SPEC section 5: input_scale * weight_scale_2) */
-    p->a13[e] = w4a4 ? u->alpha * in13 : u->alpha;
-    p->a2[e] = w4a4 ? d->alpha * d->input_scale : d->alpha;
+     * reference's alpha * dec does (SPEC section 5: input_scale * weight_scale_2); with
+     * computed scales the kernels multiply alpha by each row's decode scale */
+    int fixed = w4a4 && scales == NVF_MOE_ACT_SCALES_INPUT;
+    p->a13[e] = fixed ? u->alpha * in13 : u->alpha;
+    p->a2[e] = fixed ? d->alpha * d->input_scale : d->alpha;
     p->in13[e] = in13;
     p->fc2 = d->input_scale;
     return rc;
 }
 
 static int prepare_layer(prepared_bufs *p, nvf_moe_weights *w, const nvf_moe_spec *spec, int w4a4,
-                         int *gated_out) {
+                         int *scales_io, int *gated_out) {
     int64_t n_e = w->n_experts, n_h = w->hidden, n_i = w->intermediate;
     int gated = spec->act != NVF_MOE_ACT_RELU2;
     int64_t n1 = gated ? 2 * n_i : n_i;
+    int scales = *scales_io; /* -1: from expert 0 (input scales, else dynamic) */
     if (n_h % NVF_BLOCK || n_i % NVF_BLOCK || (gated && n_i % NVF_W13_GROUP))
         return nvf_error_set(NVF_E_UNSUPPORTED,
                              "H %" PRId64 ", I %" PRId64 ": the prepared layout needs multiples "
@@ -165,7 +176,11 @@ static int prepare_layer(prepared_bufs *p, nvf_moe_weights *w, const nvf_moe_spe
                  m[NVF_PROJ_DOWN].rows == n_h && m[NVF_PROJ_DOWN].cols == n_i &&
                  (!gated || (m[NVF_PROJ_GATE].w && m[NVF_PROJ_GATE].rows == n_i &&
                              m[NVF_PROJ_GATE].cols == n_h));
-        rc = ok ? put_expert(p, m, e, n_h, n_i, gated, w4a4)
+        if (ok && scales < 0) {
+            float in13 = gated ? m[NVF_PROJ_GATE].input_scale : m[NVF_PROJ_UP].input_scale;
+            scales = in13 > 0.0f ? NVF_MOE_ACT_SCALES_INPUT : NVF_MOE_ACT_SCALES_TENSOR;
+        }
+        rc = ok ? put_expert(p, m, e, n_h, n_i, gated, w4a4, scales)
                 : nvf_error_set(NVF_E_FORMAT,
                                 "expert %" PRId64
                                 ": its matrices do not make a %s MLP of H %" PRId64 ", I %" PRId64,
@@ -174,6 +189,7 @@ static int prepare_layer(prepared_bufs *p, nvf_moe_weights *w, const nvf_moe_spe
             nvf_moe_matrix_free(&m[j]);
     }
     *gated_out = gated;
+    *scales_io = scales < 0 ? NVF_MOE_ACT_SCALES_INPUT : scales;
     return rc;
 }
 
@@ -191,9 +207,9 @@ int moe_forward_device(float *y, const float *x, int64_t t, int64_t hidden,
                              " routed experts; the layer has %" PRId64 " and %" PRId64,
                              hidden, spec->n_experts, w->hidden, w->n_experts);
     int w4a4 = o->precision == NVF_MOE_PRECISION_W4A4;
-    if (w4a4 && o->per_token)
-        return nvf_error_set(NVF_E_UNSUPPORTED,
-                             "per-token activation scales run on the CPU only (--device cpu)");
+    /* W4A4's activation scales: per token, or the checkpoint's input scales where expert 0 has
+     * them (a prepared checkpoint's as stored), else dynamic (prepare_layer) */
+    int scales = !w4a4 ? NVF_MOE_ACT_SCALES_INPUT : o->per_token ? NVF_MOE_ACT_SCALES_TOKEN : -1;
     int64_t n_e = spec->n_experts, k = spec->top_k;
     prepared_bufs p;
     memset(&p, 0, sizeof p);
@@ -218,10 +234,12 @@ int moe_forward_device(float *y, const float *x, int64_t t, int64_t hidden,
     /* a prepared checkpoint in the kernels' own layout and precision: its bytes as stored (what
      * proves the layout, SPEC section 7); else a 128x4 layout built from the layer's values */
     nvf_moe_prepared raw;
-    int stored = rc == NVF_OK && w->ops->prepared && w->ops->prepared(w, &raw, w4a4) == NVF_OK &&
-                 spec->act != NVF_MOE_ACT_RELU2;
+    int stored = rc == NVF_OK && scales != NVF_MOE_ACT_SCALES_TOKEN && w->ops->prepared &&
+                 w->ops->prepared(w, &raw, w4a4) == NVF_OK && spec->act != NVF_MOE_ACT_RELU2;
+    if (stored)
+        scales = NVF_MOE_ACT_SCALES_INPUT;
     if (rc == NVF_OK && !stored)
-        rc = prepare_layer(&p, w, spec, w4a4, &gated);
+        rc = prepare_layer(&p, w, spec, w4a4, &scales, &gated);
     if (rc == NVF_OK) {
         nvf_log(NVF_LOG_DEBUG, "MoE kernels read %s",
                 stored ? "the checkpoint's prepared bytes as stored"
@@ -237,8 +255,9 @@ int moe_forward_device(float *y, const float *x, int64_t t, int64_t hidden,
             .w2_sf = p.sf2,
             .w13_alpha = p.a13,
             .w2_alpha = p.a2,
-            .w13_input_scale = w4a4 ? p.in13 : NULL,
-            .fc2_input_scale = w4a4 ? &p.fc2 : NULL,
+            .w13_input_scale = w4a4 && scales == NVF_MOE_ACT_SCALES_INPUT ? p.in13 : NULL,
+            .fc2_input_scale = w4a4 && scales == NVF_MOE_ACT_SCALES_INPUT ? &p.fc2 : NULL,
+            .act_scales = w4a4 ? scales : NVF_MOE_ACT_SCALES_INPUT,
         };
         if (stored)
             pw = raw;

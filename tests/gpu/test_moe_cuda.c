@@ -17,10 +17,12 @@
  * of 64) and split K; the DeepSeek-V3 (7168, 2048) and GPT-OSS (2880, 2880) expert shapes; silu,
  * swiglu, situ, relu2 (non-gated); W4A16 and W4A4 (RTN and 4over6; W4A4 also with each
  * quantized block on one thread and on a quad of lanes, NVFP4_MOE_QUANT_LANES 1 and 4, the
- * bytes the same as the default's). Rel-L2 <= 1e-3 for W4A16 (both
- * sum in f32, in other orders) and <= 1e-2 for W4A4 (an order-dependent BF16 rounding of an FC1
- * output can move an FC2 input to the neighbouring E2M1 value); all outputs finite; two GPU runs
- * byte-identical. Seed fixed and printed. Exit 77 (skip) without a GPU.
+ * bytes the same as the default's; W4A4 with the input scales, dynamic per-tensor scales and
+ * per-token scales, the last two on token rows 2^-9 .. 2^9 in magnitude, each row within 5x the
+ * tolerance on its own and the other computed mode giving other bytes). Rel-L2 <= 1e-3 for W4A16
+ * (both sum in f32, in other orders) and <= 1e-2 for W4A4 (an order-dependent BF16 rounding of an
+ * FC1 output can move an FC2 input to the neighbouring E2M1 value); all outputs finite; two GPU
+ * runs byte-identical. Seed fixed and printed. Exit 77 (skip) without a GPU.
  */
 #include "check.h"
 
@@ -49,6 +51,7 @@ typedef struct proj {
 typedef struct layer {
     int64_t E, H, I;
     int gated, w4a4;
+    int scales; /* W4A4's activation scales: NVF_MOE_ACT_SCALES_* (INPUT: in13, fc2_in) */
     proj *gate, *up, *down; /* [E] each; gate NULL when not gated */
     float *alpha13, *alpha2, *in13, fc2_in;
     float *router; /* [E, H] */
@@ -102,7 +105,10 @@ static int tw_get(nvf_moe_weights *w, nvf_moe_matrix out[3], nvf_moe_part part, 
     }
     if (part != NVF_MOE_PART_EXPERT)
         return nvf_error_set(NVF_E_FORMAT, "test provider: no part %d", (int)part);
-    float in13 = l->w4a4 ? l->in13[e] : 0.0f, in2 = l->w4a4 ? l->fc2_in : 0.0f;
+    /* computed scales: no input_scale, so the reference takes the dynamic or (with per_token)
+     * per-token scales */
+    int fixed = l->w4a4 && l->scales == NVF_MOE_ACT_SCALES_INPUT;
+    float in13 = fixed ? l->in13[e] : 0.0f, in2 = fixed ? l->fc2_in : 0.0f;
     if (l->gated)
         matrix_of(&out[NVF_PROJ_GATE], &l->gate[e], l->alpha13[e], in13);
     matrix_of(&out[NVF_PROJ_UP], &l->up[e], l->alpha13[e], in13);
@@ -193,9 +199,11 @@ static void prepared_make(nvf_moe_prepared *w, const layer *l) {
         memcpy(w2 + e * H * (I / 2), l->down[e].codes, (size_t)(H * I / 2));
         for (int64_t r = 0; r < H; r++)
             put_scales(sf2 + e * s2, H, &l->down[e], r, r);
-        /* W4A4: the prepared alpha is input_scale * weight_scale_2 (SPEC section 5) */
-        a13[e] = l->w4a4 ? l->in13[e] * l->alpha13[e] : l->alpha13[e];
-        a2[e] = l->w4a4 ? l->fc2_in * l->alpha2[e] : l->alpha2[e];
+        /* W4A4: the prepared alpha is input_scale * weight_scale_2 (SPEC section 5); with
+         * computed scales weight_scale_2 alone */
+        int fixed = l->w4a4 && l->scales == NVF_MOE_ACT_SCALES_INPUT;
+        a13[e] = fixed ? l->in13[e] * l->alpha13[e] : l->alpha13[e];
+        a2[e] = fixed ? l->fc2_in * l->alpha2[e] : l->alpha2[e];
         in13[e] = l->in13[e];
     }
     *fc2 = l->fc2_in;
@@ -210,9 +218,11 @@ static void prepared_make(nvf_moe_prepared *w, const layer *l) {
     w->w2_sf = sf2;
     w->w13_alpha = a13;
     w->w2_alpha = a2;
-    w->w13_input_scale = l->w4a4 ? in13 : NULL;
-    w->fc2_input_scale = l->w4a4 ? fc2 : NULL;
-    if (!l->w4a4) {
+    int fixed = l->w4a4 && l->scales == NVF_MOE_ACT_SCALES_INPUT;
+    w->w13_input_scale = fixed ? in13 : NULL;
+    w->fc2_input_scale = fixed ? fc2 : NULL;
+    w->act_scales = l->w4a4 ? l->scales : NVF_MOE_ACT_SCALES_INPUT;
+    if (!fixed) {
         free(in13);
         free(fc2);
     }
@@ -235,7 +245,8 @@ typedef struct tcase {
     nvf_moe_act act;
     int w4a4, zero_router;
     nvf_quant_method method;
-    int ep; /* also run as two expert-parallel ranks (ep_check) */
+    int ep;     /* also run as two expert-parallel ranks (ep_check) */
+    int scales; /* W4A4: NVF_MOE_ACT_SCALES_* (computed ones: the token rows' magnitudes spread) */
 } tcase;
 
 /* Rank r of two: experts [e0, E) of `w` (r 1) or [0, e0) (r 0), the same bytes in place. */
@@ -311,6 +322,7 @@ static void run_case(const tcase *c) {
     layer l;
     int gated = c->act != NVF_MOE_ACT_RELU2;
     layer_make(&l, c->E, c->H, c->I, gated, c->w4a4, c->zero_router);
+    l.scales = c->scales;
     nvf_moe_spec spec;
     memset(&spec, 0, sizeof spec);
     spec.route = NVF_MOE_ROUTE_SOFTMAX_TOPK;
@@ -329,6 +341,7 @@ static void run_case(const tcase *c) {
     o.precision = c->w4a4 ? NVF_MOE_PRECISION_W4A4 : NVF_MOE_PRECISION_W4A16;
     o.quant.method = c->method;
     o.quant.e4m3_max = NVF_QUANT_E4M3_MAX_448;
+    o.per_token = c->scales == NVF_MOE_ACT_SCALES_TOKEN;
 
     int64_t T = c->T, H = c->H, k = c->top_k, E = c->E;
     float *x = malloc((size_t)(T * H) * sizeof *x), *ref = malloc((size_t)(T * H) * sizeof *ref);
@@ -337,7 +350,10 @@ static void run_case(const tcase *c) {
     float *logits = malloc((size_t)(T * E) * sizeof *logits), *wts = malloc((size_t)(T * k) * 4);
     int32_t *ids = malloc((size_t)(T * k) * sizeof *ids);
     for (int64_t i = 0; i < T * H; i++) {
-        xb[i] = nvf_f32_to_bf16_rn(urand() * 2.0f);
+        /* computed scales: token rows 2^-9 .. 2^9 apart, where a per-tensor scale leaves the
+         * small rows' blocks on few E4M3 steps and a per-token one does not */
+        float mag = c->scales ? ldexpf(1.0f, (int)(i / H % 7) * 3 - 9) : 1.0f;
+        xb[i] = nvf_f32_to_bf16_rn(urand() * 2.0f * mag);
         x[i] = nvf_bf16_to_f32(xb[i]);
     }
     /* the routing the forward makes: logits as its router_logits loop computes them */
@@ -407,6 +423,31 @@ static void run_case(const tcase *c) {
                       "%s: %d lanes a block differ from the default in their bytes", c->name,
                       lanes);
         }
+        if (c->scales) {
+            /* each token row on its own: the small rows as close to the reference as the
+             * large ones (the rel-L2 above is the large rows') */
+            double worst = 0;
+            for (int64_t t = 0; t < T; t++) {
+                double n = 0, d = 0;
+                for (int64_t i = t * H; i < (t + 1) * H; i++) {
+                    n += ((double)y1[i] - ref[i]) * ((double)y1[i] - ref[i]);
+                    d += (double)ref[i] * ref[i];
+                }
+                double r = d > 0 ? sqrt(n / d) : sqrt(n);
+                worst = r > worst ? r : worst;
+            }
+            printf("%-28s worst token row: rel-L2 %.3g (<= %g)\n", c->name, worst, 5 * tol);
+            CHECK_MSG(worst <= 5 * tol, "%s: a token row's rel-L2 %g > %g", c->name, worst,
+                      5 * tol);
+            /* the other computed mode gives other bytes: the scales are taken as asked */
+            w.act_scales = c->scales == NVF_MOE_ACT_SCALES_TOKEN ? NVF_MOE_ACT_SCALES_TENSOR
+                                                                 : NVF_MOE_ACT_SCALES_TOKEN;
+            int ro = nvf_backend_moe(g_gpu, y2, xb, T, ids, wts, k, 0, &w, &act, &o.quant);
+            w.act_scales = c->scales;
+            CHECK_MSG(ro == 0, "%s: gpu (the other scales): %s", c->name, nvf_error_last());
+            CHECK_MSG(ro != 0 || memcmp(y1, y2, (size_t)(T * H) * sizeof *y1) != 0,
+                      "%s: per-token and per-tensor scales give the same bytes", c->name);
+        }
         if (c->ep)
             ep_check(c, &w, ref, xb, ids, wts, tol, &act, &o.quant);
     }
@@ -436,45 +477,60 @@ int main(void) {
         return check_summary("test_moe_cuda");
     printf("test_moe_cuda: seed 0x%016llx\n", (unsigned long long)GPU_GEN_SEED);
     const nvf_quant_method rtn = NVF_QUANT_METHOD_RTN, fo6 = NVF_QUANT_METHOD_4OVER6;
+    const int tensor = NVF_MOE_ACT_SCALES_TENSOR, token = NVF_MOE_ACT_SCALES_TOKEN;
     const tcase cases[] = {
-        {"random silu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
-        {"T=1 silu", 8, 256, 128, 1, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
-        {"split-K, K%64!=0", 6, 1040, 192, 5, 3, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
+        {"random silu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0, 0},
+        {"T=1 silu", 8, 256, 128, 1, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0, 0},
+        {"split-K, K%64!=0", 6, 1040, 192, 5, 3, NVF_MOE_ACT_SILU, 0, 0, rtn, 0, 0},
         /* 100 rows per expert: 64-row tiles (v6), 128-row tiles (v7); 50: 64-row tiles */
-        {"64/128-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
-        {"64-row tiles", 8, 512, 128, 200, 2, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 0},
+        {"64/128-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0, 0},
+        {"64-row tiles", 8, 512, 128, 200, 2, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 0, 0},
         /* 16 rows per expert on average: 32-row tiles, on the register kernel from v12 where
          * K % 128 == 0 (some experts fill the second 16-row half, some leave it empty) */
-        {"32-row tiles", 8, 256, 128, 64, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
-        {"all to one, 32-row tiles", 8, 256, 128, 150, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0},
-        {"DeepSeek-V3 shape, 32-row tiles", 2, 7168, 2048, 16, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
-        {"w4a4 32-row tiles", 8, 512, 128, 64, 2, NVF_MOE_ACT_SWIGLU, 1, 0, fo6, 0},
-        {"all to one expert", 8, 256, 128, 37, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0},
-        {"all to one, 64/128-row tiles", 4, 256, 64, 200, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0},
-        {"swiglu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 0},
-        {"situ", 8, 256, 128, 37, 2, NVF_MOE_ACT_SITU, 0, 0, rtn, 0},
-        {"relu2 (not gated)", 8, 256, 96, 37, 2, NVF_MOE_ACT_RELU2, 0, 0, rtn, 0},
-        {"w4a4 rtn", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, rtn, 0},
-        {"w4a4 4over6", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, fo6, 0},
-        {"w4a4 64/128-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SWIGLU, 1, 0, rtn, 0},
-        {"w4a4 T=1 split-K", 6, 1040, 192, 1, 3, NVF_MOE_ACT_SILU, 1, 0, rtn, 0},
+        {"32-row tiles", 8, 256, 128, 64, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0, 0},
+        {"all to one, 32-row tiles", 8, 256, 128, 150, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0, 0},
+        {"DeepSeek-V3 shape, 32-row tiles", 2, 7168, 2048, 16, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0,
+         0},
+        {"w4a4 32-row tiles", 8, 512, 128, 64, 2, NVF_MOE_ACT_SWIGLU, 1, 0, fo6, 0, 0},
+        {"all to one expert", 8, 256, 128, 37, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0, 0},
+        {"all to one, 64/128-row tiles", 4, 256, 64, 200, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0, 0},
+        {"swiglu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 0, 0},
+        {"situ", 8, 256, 128, 37, 2, NVF_MOE_ACT_SITU, 0, 0, rtn, 0, 0},
+        {"relu2 (not gated)", 8, 256, 96, 37, 2, NVF_MOE_ACT_RELU2, 0, 0, rtn, 0, 0},
+        {"w4a4 rtn", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, rtn, 0, 0},
+        {"w4a4 4over6", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, fo6, 0, 0},
+        {"w4a4 64/128-row tiles", 4, 512, 128, 200, 2, NVF_MOE_ACT_SWIGLU, 1, 0, rtn, 0, 0},
+        {"w4a4 T=1 split-K", 6, 1040, 192, 1, 3, NVF_MOE_ACT_SILU, 1, 0, rtn, 0, 0},
         /* DeepSeek-V3's expert shape: 32 x 112 scale tiles per w13, split K on both GEMMs */
-        {"DeepSeek-V3 shape", 3, 7168, 2048, 2, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
-        {"GPT-OSS shape, swiglu", 2, 2880, 2880, 3, 1, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 0},
+        {"DeepSeek-V3 shape", 3, 7168, 2048, 2, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0, 0},
+        {"GPT-OSS shape, swiglu", 2, 2880, 2880, 3, 1, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 0, 0},
         /* the permutation works on units of 256 slots: several units, the last one partial,
          * every slot to expert 0 (its rows span units) and the other experts empty */
-        {"all to one, 600 slots", 8, 256, 128, 600, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0},
+        {"all to one, 600 slots", 8, 256, 128, 600, 1, NVF_MOE_ACT_SILU, 0, 1, rtn, 0, 0},
         /* more experts than a warp's lanes, 1200 slots (no split K), 5 units */
-        {"40 experts, 1200 slots", 40, 256, 64, 300, 4, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
+        {"40 experts, 1200 slots", 40, 256, 64, 300, 4, NVF_MOE_ACT_SILU, 0, 0, rtn, 0, 0},
         /* the permutation in one block up to 32 units (8192 slots), in three launches beyond */
-        {"8192 slots, one-block permutation", 8, 256, 64, 2048, 4, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
-        {"8400 slots, three launches", 8, 256, 64, 2100, 4, NVF_MOE_ACT_SILU, 0, 0, rtn, 0},
+        {"8192 slots, one-block permutation", 8, 256, 64, 2048, 4, NVF_MOE_ACT_SILU, 0, 0, rtn, 0,
+         0},
+        {"8400 slots, three launches", 8, 256, 64, 2100, 4, NVF_MOE_ACT_SILU, 0, 0, rtn, 0, 0},
         /* more slots per token than a warp's lanes (the finalize walks them 32 at a time) */
-        {"top-40 of 48", 48, 256, 64, 20, 40, NVF_MOE_ACT_SILU, 0, 0, rtn, 1},
+        {"top-40 of 48", 48, 256, 64, 20, 40, NVF_MOE_ACT_SILU, 0, 0, rtn, 1, 0},
         /* expert parallelism: slots routed to other ranks' experts */
-        {"two ranks, top-1", 8, 256, 128, 37, 1, NVF_MOE_ACT_SILU, 0, 0, rtn, 1},
-        {"two ranks, top-3, 900 slots", 16, 256, 128, 300, 3, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 1},
-        {"two ranks, w4a4 split-K", 6, 1040, 192, 5, 2, NVF_MOE_ACT_SILU, 1, 0, rtn, 1},
+        {"two ranks, top-1", 8, 256, 128, 37, 1, NVF_MOE_ACT_SILU, 0, 0, rtn, 1, 0},
+        {"two ranks, top-3, 900 slots", 16, 256, 128, 300, 3, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 1, 0},
+        {"two ranks, w4a4 split-K", 6, 1040, 192, 5, 2, NVF_MOE_ACT_SILU, 1, 0, rtn, 1, 0},
+        /* W4A4 with computed activation scales: dynamic per tensor (FC1 from all of x, FC2 from
+         * each expert's FC1 output) and per token, on every tile kind, split K and two ranks */
+        {"w4a4 dynamic", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, rtn, 0, tensor},
+        {"w4a4 per token 4over6", 8, 256, 128, 37, 2, NVF_MOE_ACT_SWIGLU, 1, 0, fo6, 0, token},
+        {"w4a4 per token relu2", 8, 256, 96, 37, 2, NVF_MOE_ACT_RELU2, 1, 0, rtn, 0, token},
+        {"w4a4 per token 32-row tiles", 8, 512, 128, 64, 2, NVF_MOE_ACT_SILU, 1, 0, rtn, 0, token},
+        {"w4a4 per token 64/128-row", 4, 512, 128, 200, 2, NVF_MOE_ACT_SILU, 1, 0, fo6, 0, token},
+        {"w4a4 dynamic 64/128-row", 4, 512, 128, 200, 2, NVF_MOE_ACT_SWIGLU, 1, 0, rtn, 0, tensor},
+        {"w4a4 per token T=1 split-K", 6, 1040, 192, 1, 3, NVF_MOE_ACT_SILU, 1, 0, rtn, 0, token},
+        {"two ranks, w4a4 dynamic", 6, 1040, 192, 5, 2, NVF_MOE_ACT_SILU, 1, 0, rtn, 1, tensor},
+        {"two ranks, w4a4 per token", 16, 256, 128, 300, 3, NVF_MOE_ACT_SWIGLU, 1, 0, rtn, 1,
+         token},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i]);

@@ -8,16 +8,20 @@
  *      128-row tiles per expert;
  *   2. W4A4 only: the gathered FC1 input rows quantized to NVFP4 with the expert's global scale
  *      1 / w13_input_scale (nvf_qb_quantize, RTN or 4over6) and replaced by their exact
- *      E2M1 x E4M3 values in BF16;
+ *      E2M1 x E4M3 values in BF16; with computed scales (act_scales) each row's global scale
+ *      from the amax of all of x or of its token's row first;
  *   3. FC1 grouped GEMM: E2M1 x E4M3 weights dequantized to BF16 in registers (exact), BF16
  *      mma.sync m16n8k16 (or, on compute capability 9.0, wgmma for tiles of 32 rows and more)
  *      with f32 accumulation, K optionally split in fixed ranges into an f32 workspace;
  *   4. FC1 epilogue: the split partials summed in split order, times w13_alpha, the gated
  *      activation of the (gate, up) pair that the w13 interleave places 64 rows apart, rounded
- *      to BF16 (W4A4: quantized with 1 / fc2_input_scale, as in 2);
+ *      to BF16 (W4A4: quantized with 1 / fc2_input_scale, as in 2; with computed scales the
+ *      alpha times the row's FC1 decode scale, and the rows quantized after the amax of each
+ *      expert's output or of each row);
  *   5. FC2 grouped GEMM (as 3) on the FC1 output;
  *   6. finalize: per token, sum over its slots in selection order of weight * alpha2 * FC2, in
- *      f32 (fixed order: the output bytes do not depend on the launch).
+ *      f32 (fixed order: the output bytes do not depend on the launch; with computed scales
+ *      alpha2 times the row's FC2 decode scale).
  * Slots routed to an expert outside [expert0, expert0 + n_experts) (expert parallelism)
  * contribute nothing.
  */
@@ -51,8 +55,13 @@ typedef struct nvf_cuda_moe_layer {
     const float *w13_alpha;  /* [E] */
     const float *w2_alpha;   /* [E] */
     /* W4A4: [E] and [1], the activation decode scales (the global scales are their
-     * reciprocals); both NULL for W4A16 */
+     * reciprocals); both NULL for W4A16 and where act_scales computes them */
     const float *w13_input_scale, *fc2_input_scale;
+    /* 0: the input scales above (W4A16 without them); 1 (W4A4, dynamic per tensor): FC1's
+     * global scale from the amax of all of x, FC2's from the amax of each expert's FC1 output;
+     * 2 (W4A4, per token): each row's from its own amax. The alphas then hold weight_scale_2
+     * only, and each row's decode scale multiplies them (nvf_moe_prepared.act_scales). */
+    int32_t act_scales;
 } nvf_cuda_moe_layer;
 
 /** The FC1 activation: `act` an nvf_moe_act value (0 silu, 1 swiglu, 2 situ, 3 relu2). */
@@ -78,7 +87,8 @@ void nvf_cuda_moe_free(nvf_cuda_moe *m);
 /**
  * Queue one block on `stream`: y [t, H] f32 from x [t, H] BF16 (bits), ids and weights
  * [t, top_k] (global expert ids; local expert e is id expert0 + e). W4A4 when the layer has
- * input scales, quantizing with `q` (NULL: RTN). Nothing is waited for.
+ * input scales or computes them (act_scales), quantizing with `q` (NULL: RTN). Nothing is
+ * waited for.
  * @return 0, NVF_E_INVALID (t beyond max_tokens), NVF_E_CUDA.
  */
 int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, int64_t t, const int32_t *ids,

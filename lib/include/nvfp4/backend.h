@@ -180,9 +180,23 @@ typedef struct nvf_moe_prepared {
     const uint8_t *w2_sf;   /* E4M3, each expert nvf_layout_bytes(128x4, H, I/16) bytes */
     const float *w13_alpha; /* [E] */
     const float *w2_alpha;  /* [E] */
-    /* W4A4: [E] and [1]; both NULL for W4A16 */
+    /* W4A4 with the checkpoint's input scales: [E] and [1]; both NULL for W4A16 and for W4A4
+     * with computed activation scales (act_scales) */
     const float *w13_input_scale, *fc2_input_scale;
+    /* NVF_MOE_ACT_SCALES_INPUT: the input scales above (W4A16 without them); else W4A4 whose
+     * activation global scales the kernels compute (the alphas then hold weight_scale_2 only) */
+    int32_t act_scales;
 } nvf_moe_prepared;
+
+/** W4A4's activation global scales (nvf_moe_prepared.act_scales), as lib/moe's reference takes
+ * them (nvf_moe_opts): from the checkpoint's input_scale; dynamic per tensor (FC1: the amax of
+ * all of x; FC2: the amax of each expert's FC1 output); or per token row (FC1: the amax of the
+ * token's x row; FC2: of its FC1 output row). */
+enum {
+    NVF_MOE_ACT_SCALES_INPUT = 0,
+    NVF_MOE_ACT_SCALES_TENSOR = 1,
+    NVF_MOE_ACT_SCALES_TOKEN = 2,
+};
 
 /** The FC1 activation: `act` an nvf_moe_act value (nvfp4/moe.h) and its parameters. */
 typedef struct nvf_moe_act_params {
@@ -195,8 +209,8 @@ typedef struct nvf_moe_act_params {
  * The routed experts of one MoE block: y [t, H] f32 = for each token, the sum over its top_k
  * slots in order of weights[t, j] * expert ids[t, j]'s MLP of x[t] (x BF16 bits [t, H]; local
  * expert e is id expert0 + e, other ids contribute nothing). W4A4 when `w` has input scales
- * (activations quantized with `q`, NULL: RTN). Deterministic: the same inputs give the same
- * bytes.
+ * or computes them (act_scales; activations quantized with `q`, NULL: RTN). Deterministic: the
+ * same inputs give the same bytes.
  * @return 0; NVF_E_UNSUPPORTED (a backend without the operation: the CPU); NVF_E_INVALID (a shape
  * the kernels do not take, named); NVF_E_CUDA; NVF_E_NOMEM.
  */

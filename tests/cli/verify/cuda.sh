@@ -5,7 +5,7 @@
 # values (the debug log says which). On the transformers-written qwen3_moe and deepseek_v3
 # converted to modelopt, prepared-w4a16 (128x4 and 8x4) and prepared-w4a4, with --reference: exit 0, method cuda-kernels, the kernel_rel_l2 check (kernels against the CPU
 # reference on the same NVFP4 values) present and <= 1e-2 on every layer, the report
-# schema-valid; W4A4 on the modelopt conversion too; a copy with one expert's nibbles swapped
+# schema-valid; W4A4 on the modelopt conversion too, and per token; a copy with one expert's nibbles swapped
 # fails (exit 3) naming that expert. Without a GPU: skipped (77); device_errors.sh checks the
 # exit 4 of a GPU-less run.
 set -euo pipefail
@@ -53,6 +53,21 @@ PY
         done
     done
 done
+# W4A4 with per-token activation scales on the GPU (kernels since stop 34): passes, each
+# layer's kernel check within 1e-2 of the CPU reference with the same per-token scales.
+rc=0
+"$T" verify "$tmp/qwen3_moe-mo" --device cuda --precision w4a4 --per-token-activations --json \
+    --tokens 48 --seed 5 >"$tmp/r.json" 2>"$tmp/err" || rc=$?
+[ "$rc" -eq 0 ] || fail "per-token w4a4: exit $rc: $(tail -3 "$tmp/err")"
+"$NVFP4_PYTHON" - "$tmp/r.json" <<'PY' || fail "per-token w4a4: kernel check"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["settings"]["method"] == "cuda-kernels", r["settings"]
+for l in r["layers"]:
+    k = [c for c in l["checks"] if c["id"] == "kernel_rel_l2"]
+    assert len(k) == 1 and k[0]["pass"] and k[0]["value"] <= 1e-2, (l["layer"], k)
+    print("per-token layer", l["layer"], "kernel rel-L2", k[0]["value"])
+PY
 # One expert broken: the kernels read the broken bytes, the layer fails naming the expert.
 "$NVFP4_PYTHON" "$here/break_ckpt.py" "$tmp/qwen3_moe-pr" "$tmp/bk" nibbles 1 2 0
 rc=0
