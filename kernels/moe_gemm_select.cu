@@ -53,7 +53,6 @@ int moe_gemm_version(void) {
             : strcmp(env, "v12") == 0 ? 12
             : strcmp(env, "v13") == 0 ? 13
             : strcmp(env, "v16") == 0 ? 16
-            : strcmp(env, "v26") == 0 ? 26
                                       : 25;
     }
     return v;

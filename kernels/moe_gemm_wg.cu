@@ -118,10 +118,14 @@ template <> struct wgmma_bf16<128> {
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
     }
 };
-/* Kernel v25: a chunk's four k16 wgmmas in one asm statement (as kernel v18 had them, stop 32),
- * their 16 A registers all live at once. With four statements in wg_tile_call (v16) ptxas waited
- * for each wgmma before issuing the next: WARPGROUP.DEPBAR after every HGMMA, 24% of the warps'
- * stall samples at 4096 tokens (bench/results/ncu-source-h200-17195c2/). */
+/* Kernel v25: a chunk's four k16 wgmmas in one asm statement (as kernel v18 had them, stop 32).
+ * With four statements in wg_tile_call (v16) ptxas waited for each wgmma before issuing the next:
+ * WARPGROUP.DEPBAR after every HGMMA, 24% of the warps' stall samples at 4096 tokens
+ * (bench/results/ncu-source-h200-17195c2/). In v25's SASS it still does (C7510): the four HGMMAs
+ * take the same four A registers, with a wait after each (22% of the samples,
+ * bench/results/moe-h200-e127350/); v25 is faster at 1024-2048 tokens for the code around them.
+ * Inlining one tile for every width with the width chosen at run time (kernel v26, stop 34,
+ * bench/results/gemm-h200-v26-20dfd91/) kept the waits and took 33% more instructions. */
 template <int N> struct wgmma_bf16x4;
 
 template <> struct wgmma_bf16x4<32> {
@@ -379,33 +383,6 @@ __device__ __forceinline__ void wg_mma_chunk(float *acc, const uint32_t (*af)[4]
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
-/* Kernel v26: wg_mma_chunk with the width chosen at run time, nv (32, 64, 96 or NV, the
- * tile's rows rounded up to 32): the narrower wgmmas take the first nv / 2 of the NV / 2
- * accumulators. One inlined tile for every width, so no function call stands between the
- * wgmmas (v16 and v25 call a tile function per width, where ptxas serializes them, C7510: their
- * SASS waits after every HGMMA, bench/results/ncu-source-h200-e127350/). */
-template <int NV>
-__device__ __forceinline__ void wg_mma_chunk_rt(float *acc, const uint32_t (*af)[4], uint32_t bs,
-                                                int nv) {
-#pragma unroll
-    for (int i = 0; i < NV / 2; i++)
-        wg_fence_reg(acc[i]);
-    uint64_t d[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-        d[k] = wg_desc_sw128(bs + 32 * k);
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-    if (NV <= 32 || nv <= 32)
-        wgmma_bf16x4<32>::run(acc, af, d[0], d[1], d[2], d[3]);
-    else if (NV <= 64 || nv <= 64)
-        wgmma_bf16x4<NV <= 64 ? NV : 64>::run(acc, af, d[0], d[1], d[2], d[3]);
-    else if (NV <= 96 || nv <= 96)
-        wgmma_bf16x4<NV <= 96 ? NV : 96>::run(acc, af, d[0], d[1], d[2], d[3]);
-    else
-        wgmma_bf16x4<NV>::run(acc, af, d[0], d[1], d[2], d[3]);
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-
 /* acc[4j + i]: weight row m0 + 8 (i / 2), tile row 8j + 2t + i % 2 */
 template <int NV>
 __device__ __forceinline__ void wg_store(float *ws, int64_t ws_split_stride, const float *acc,
@@ -427,11 +404,11 @@ __device__ __forceinline__ void wg_store(float *ws, int64_t ws_split_stride, con
 /* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 127,
  * its first NV rows (NV <= NTOK: the rest are beyond the expert's). Ends with no copy and no
  * wgmma in flight; the caller syncs before the stages are reused. */
-template <int NTOK, int NV, bool X4 = false, bool RT = false>
-__device__ __forceinline__ void
-wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws, int64_t ws_split_stride,
-        const uint16_t *a, int gather, const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
-        int cps, const nvf_cuda_moe_plan &plan, int nv = NV) {
+template <int NTOK, int NV, bool X4 = false>
+__device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info,
+                                        float *ws, int64_t ws_split_stride, const uint16_t *a,
+                                        int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
+                                        int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
     using C = wg_cfg<NTOK>;
     int tid = threadIdx.x;
     wg_lane<NV> l;
@@ -472,10 +449,7 @@ wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws, int64_t w
         uint32_t af[4][4];
         wg_frags<NV>(af, l, smem_p + C::STAGES * C::B + s * C::W,
                      smem_p + C::STAGES * (C::B + C::W) + s * C::S, lq);
-        if constexpr (RT)
-            wg_mma_chunk_rt<NV>(acc, af, smem + s * C::B, nv);
-        else
-            wg_mma_chunk<NV, X4>(acc, af, smem + s * C::B);
+        wg_mma_chunk<NV, X4>(acc, af, smem + s * C::B);
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
         for (int i = 0; i < NV / 2; i++)
@@ -526,12 +500,6 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
         if constexpr (KV == 7) {
             wg_tile<NTOK, NTOK>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,
                                 chunks_per_split, plan);
-        } else if constexpr (KV == 26) {
-            /* one inlined tile, the wgmmas as wide as the tile's rows need (run-time width) */
-            int e = info >> 20, rows = plan.offsets[e + 1] - plan.offsets[e] - (info & 0xFFFFF);
-            wg_tile<NTOK, NTOK, true, true>(smem, smem_p, info, ws, ws_split_stride, a, gather, w,
-                                            sf, N, K, chunks_per_split, plan,
-                                            (rows + 31) / 32 * 32);
         } else {
             /* the wgmmas as wide as the tile's rows need, rounded up to 32 */
             int e = info >> 20, rows = plan.offsets[e + 1] - plan.offsets[e] - (info & 0xFFFFF);
@@ -588,8 +556,7 @@ static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, c
                      const uint8_t *sf, int64_t n, int64_t k, int cps,
                      const nvf_cuda_moe_plan *plan, cudaStream_t st) {
     int v = moe_gemm_version();
-    return v >= 26   ? launch_wg<NTOK, 26>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
-           : v >= 25 ? launch_wg<NTOK, 25>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
+    return v >= 25   ? launch_wg<NTOK, 25>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
            : v >= 16 ? launch_wg<NTOK, 16>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
                      : launch_wg<NTOK, 7>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
 }
