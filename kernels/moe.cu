@@ -332,16 +332,23 @@ extern "C" int nvf_cuda_moe_run(nvf_cuda_moe *m, float *y, const uint16_t *x, in
                 goto done;
         }
         stage_mark(m, 2, stream);
-        rc = nvf_cuda_moe_gemm(m->ws, stride1, a1, w4a4 ? 0 : 1, L->w13, L->w13_sf, n1, H, cps1,
-                               &plan, stream);
+        /* W4A16 FC1 in one K range on the wgmma kernel: the activation fused into its store
+         * (the same bytes as the epilogue's); else the f32 sums and the FC1 epilogue */
+        int fused = !w4a4 && L->gated && s1 == 1 && nvf_cuda_moe_gemm_wg_fc1_ok(H, tile_rows);
+        if (fused)
+            rc = nvf_cuda_moe_gemm_wg_fc1(m->h, I, L->w13_alpha, act, a1, 1, L->w13, L->w13_sf, H,
+                                          &plan, stream);
+        else
+            rc = nvf_cuda_moe_gemm(m->ws, stride1, a1, w4a4 ? 0 : 1, L->w13, L->w13_sf, n1, H, cps1,
+                                   &plan, stream);
         if (rc)
             goto done;
         stage_mark(m, 3, stream);
         /* computed scales: the epilogue's BF16 rows first, then their amax (of each row or each
          * expert's rows) gives FC2's global scales, and the rows are quantized in place */
-        if ((rc = moe_fc1_epilogue(m->h, m->ws, stride1, s1, m->offsets, E, I, L->gated,
-                                   L->w13_alpha, L->act_scales ? m->dec1 : NULL, act,
-                                   L->fc2_input_scale, qp, slots, local, m->sms, stream)))
+        if (!fused && (rc = moe_fc1_epilogue(m->h, m->ws, stride1, s1, m->offsets, E, I, L->gated,
+                                             L->w13_alpha, L->act_scales ? m->dec1 : NULL, act,
+                                             L->fc2_input_scale, qp, slots, local, m->sms, stream)))
             goto done;
         if (L->act_scales &&
             ((rc = moe_act_scales(m->gs2, m->dec2, m->amax, m->h, 0, I, per_row, NULL, k,

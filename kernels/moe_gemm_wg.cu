@@ -35,6 +35,7 @@
 #include "kernels/moe_gemm.h"
 
 #include "cuda_ctx.h"
+#include "moe_act.h"
 #include "moe_gemm_select.h"
 #include "moe_mma.h"
 
@@ -42,6 +43,9 @@
 #include "nvfp4/status.h"
 
 #include <cuda_runtime.h>
+
+#include <stdlib.h>
+#include <string.h>
 
 #define WG_N       128 /* weight rows per CTA: 64 per warpgroup */
 #define WG_THREADS 256
@@ -401,14 +405,67 @@ __device__ __forceinline__ void wg_store(float *ws, int64_t ws_split_stride, con
         }
 }
 
+/* FC1 with its activation fused (nvf_cuda_moe_gemm_wg_fc1): h NULL for the plain GEMM. */
+struct wg_fuse {
+    uint16_t *h;
+    const float *alpha;
+    nvf_cuda_moe_act act;
+    int64_t inter;
+};
+
+/* The fused FC1 store of a tile (h instead of ws): warpgroup 1's sums (the gate rows of the
+ * CTA's 64 intermediate columns) go to shared memory, warpgroup 0 (their up rows) takes each
+ * (gate, up) pair through moe_act.h's act_of as the FC1 epilogue does from one split (0 + the
+ * sum, times alpha[e], BF16) into a [rows][64] BF16 tile, which the CTA writes out in 16-byte
+ * pieces. The stages are free (no copy or wgmma in flight); the caller syncs before they are
+ * reused. */
+template <int NTOK, int NV>
+__device__ __forceinline__ void wg_fc1_store(const float *acc, const wg_lane<NV> &l, int e,
+                                             uint8_t *smem_p, const wg_fuse &fz) {
+    constexpr int XS = NTOK + 4;                        /* the exchange rows' stride, floats */
+    float *xg = (float *)smem_p;                        /* [64][XS] */
+    uint16_t *res = (uint16_t *)(smem_p + 64 * XS * 4); /* [NTOK][64] */
+    static_assert(64 * XS * 4 + NTOK * 64 * 2 <= wg_cfg<NTOK>::LUT, "the stages hold both");
+    int tid = threadIdx.x, t = tid & 3, ml = l.m0 & 63;
+    __syncthreads(); /* every warp is done with the stages */
+    if (tid >= 128) {
+#pragma unroll
+        for (int j = 0; j < NV / 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                xg[(ml + 8 * (i >> 1)) * XS + 8 * j + 2 * t + (i & 1)] = acc[4 * j + i];
+    }
+    __syncthreads();
+    if (tid < 128) {
+        float al = fz.alpha[e];
+#pragma unroll
+        for (int j = 0; j < NV / 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int col = 8 * j + 2 * t + (i & 1), c = ml + 8 * (i >> 1);
+                float u = 0.0f + acc[4 * j + i], g = 0.0f + xg[c * XS + col];
+                res[col * 64 + c] = nvf_f32_to_bf16_rn(
+                    nvf_bf16_to_f32(nvf_f32_to_bf16_rn(act_of(fz.act, g * al, u * al))));
+            }
+    }
+    __syncthreads();
+    int rows = l.cnt - l.r0 < NV ? l.cnt - l.r0 : NV;
+    int64_t c0 = (int64_t)blockIdx.x * (WG_N / 2); /* the CTA's first intermediate column */
+    for (int q = tid; q < rows * 8; q += WG_THREADS) {
+        int r = q >> 3, p = q & 7;
+        *(uint4 *)(fz.h + (int64_t)(l.row_base + l.r0 + r) * fz.inter + c0 + p * 8) =
+            *(const uint4 *)(res + r * 64 + p * 8);
+    }
+}
+
 /* One tile of the plan (`info`): the K range of split blockIdx.z of weight rows nb .. nb + 127,
  * its first NV rows (NV <= NTOK: the rest are beyond the expert's). Ends with no copy and no
  * wgmma in flight; the caller syncs before the stages are reused. */
 template <int NTOK, int NV, bool X4 = false>
-__device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info,
-                                        float *ws, int64_t ws_split_stride, const uint16_t *a,
-                                        int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
-                                        int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
+__device__ __forceinline__ void
+wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws, int64_t ws_split_stride,
+        const uint16_t *a, int gather, const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
+        int cps, const nvf_cuda_moe_plan &plan, const wg_fuse &fz) {
     using C = wg_cfg<NTOK>;
     int tid = threadIdx.x;
     wg_lane<NV> l;
@@ -456,7 +513,10 @@ __device__ __forceinline__ void wg_tile(uint32_t smem, const uint8_t *smem_p, in
             wg_fence_reg(acc[i]);
     }
     cp_wait<0>();
-    wg_store<NV>(ws, ws_split_stride, acc, l, N);
+    if (fz.h)
+        wg_fc1_store<NTOK, NV>(acc, l, info >> 20, (uint8_t *)smem_p, fz);
+    else
+        wg_store<NV>(ws, ws_split_stride, acc, l, N);
 }
 
 /* wg_tile as a function of its own (kernels v16 and v25): with the four widths inlined the 128-row
@@ -470,9 +530,9 @@ template <int NTOK, int NV, bool X4>
 __device__ __noinline__ void
 wg_tile_call(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws, int64_t ws_split_stride,
              const uint16_t *a, int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
-             int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
+             int64_t K, int cps, const nvf_cuda_moe_plan &plan, const wg_fuse &fz) {
     wg_tile<NTOK, NV, X4>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps,
-                          plan);
+                          plan, fz);
 }
 
 /* CTA (x, y, z): weight rows 128 x of tiles y, y + gridDim.y, ... up to the first unused one, K
@@ -482,7 +542,7 @@ template <int NTOK, int KV>
 __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
     moe_gemm_wg_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
                        const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
-                       int chunks_per_split, nvf_cuda_moe_plan plan) {
+                       int chunks_per_split, nvf_cuda_moe_plan plan, wg_fuse fz) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if (plan.tile_info[blockIdx.y] < 0) /* before anything else: CTAs beyond the used tiles */
         return;
@@ -499,14 +559,14 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
             break;
         if constexpr (KV == 7) {
             wg_tile<NTOK, NTOK>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,
-                                chunks_per_split, plan);
+                                chunks_per_split, plan, fz);
         } else {
             /* the wgmmas as wide as the tile's rows need, rounded up to 32 */
             int e = info >> 20, rows = plan.offsets[e + 1] - plan.offsets[e] - (info & 0xFFFFF);
             int nv = (rows + 31) / 32 * 32;
 #define WG_TILE(NV)                                                                                \
     wg_tile_call<NTOK, NV, KV == 25>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, \
-                                     K, chunks_per_split, plan)
+                                     K, chunks_per_split, plan, fz)
             if (NTOK <= 32 || nv <= 32)
                 WG_TILE(32);
             else if (NTOK == 64 || nv <= 64)
@@ -521,7 +581,7 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
     }
 #else
     (void)ws, (void)ws_split_stride, (void)a, (void)gather, (void)w, (void)sf, (void)N, (void)K;
-    (void)chunks_per_split, (void)plan;
+    (void)chunks_per_split, (void)plan, (void)fz;
 #endif
 }
 
@@ -530,7 +590,7 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
 template <int NTOK, int KV>
 static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                      const uint8_t *sf, int64_t n, int64_t k, int cps,
-                     const nvf_cuda_moe_plan *plan, cudaStream_t st) {
+                     const nvf_cuda_moe_plan *plan, const wg_fuse &fz, cudaStream_t st) {
     int rc = 0;
     static int smem_set = 0; /* the dynamic shared memory beyond 48 KB, once per kernel */
     if (!smem_set) {
@@ -544,7 +604,7 @@ static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, c
         dim3 grid((unsigned)((n + WG_N - 1) / WG_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
                   (unsigned)((nchunks + cps - 1) / cps));
         moe_gemm_wg_kernel<NTOK, KV><<<grid, WG_THREADS, wg_cfg<NTOK>::SMEM, st>>>(
-            ws, stride, a, gather, w, sf, n, k, cps, *plan);
+            ws, stride, a, gather, w, sf, n, k, cps, *plan, fz);
         NVF_CUDA_TRY(cudaGetLastError());
     }
 done:
@@ -554,11 +614,24 @@ done:
 template <int NTOK>
 static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                      const uint8_t *sf, int64_t n, int64_t k, int cps,
-                     const nvf_cuda_moe_plan *plan, cudaStream_t st) {
+                     const nvf_cuda_moe_plan *plan, const wg_fuse &fz, cudaStream_t st) {
     int v = moe_gemm_version();
-    return v >= 25   ? launch_wg<NTOK, 25>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
-           : v >= 16 ? launch_wg<NTOK, 16>(ws, stride, a, gather, w, sf, n, k, cps, plan, st)
-                     : launch_wg<NTOK, 7>(ws, stride, a, gather, w, sf, n, k, cps, plan, st);
+    return v >= 25   ? launch_wg<NTOK, 25>(ws, stride, a, gather, w, sf, n, k, cps, plan, fz, st)
+           : v >= 16 ? launch_wg<NTOK, 16>(ws, stride, a, gather, w, sf, n, k, cps, plan, fz, st)
+                     : launch_wg<NTOK, 7>(ws, stride, a, gather, w, sf, n, k, cps, plan, fz, st);
+}
+
+static int launch_wg_rows(float *ws, int64_t stride, const uint16_t *a, int gather,
+                          const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k, int cps,
+                          const nvf_cuda_moe_plan *plan, const wg_fuse &fz, cudaStream_t st) {
+    switch (plan->tile_rows) {
+    case 32:
+        return launch_wg<32>(ws, stride, a, gather, w, sf, n, k, cps, plan, fz, st);
+    case 64:
+        return launch_wg<64>(ws, stride, a, gather, w, sf, n, k, cps, plan, fz, st);
+    default:
+        return launch_wg<128>(ws, stride, a, gather, w, sf, n, k, cps, plan, fz, st);
+    }
 }
 
 /* Whether the current device runs this file's kernels: they are built for sm_90a only, which
@@ -583,15 +656,27 @@ extern "C" int nvf_cuda_moe_gemm_wg(float *ws, int64_t ws_split_stride, const ui
                                     int gather, const uint8_t *w, const uint8_t *sf, int64_t n,
                                     int64_t k, int chunks_per_split, const nvf_cuda_moe_plan *plan,
                                     struct CUstream_st *stream) {
-    switch (plan->tile_rows) {
-    case 32:
-        return launch_wg<32>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
-                             stream);
-    case 64:
-        return launch_wg<64>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
-                             stream);
-    default:
-        return launch_wg<128>(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan,
-                              stream);
-    }
+    wg_fuse none = {};
+    return launch_wg_rows(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan, none,
+                          stream);
+}
+
+extern "C" int nvf_cuda_moe_gemm_wg_fc1_ok(int64_t k, int32_t tile_rows) {
+    const char *env = getenv("NVFP4_MOE_FUSE");
+    return moe_gemm_use_wg(k, tile_rows) && !(env && strcmp(env, "0") == 0);
+}
+
+extern "C" int nvf_cuda_moe_gemm_wg_fc1(uint16_t *h, int64_t inter, const float *alpha,
+                                        const nvf_cuda_moe_act *act, const uint16_t *a, int gather,
+                                        const uint8_t *w, const uint8_t *sf, int64_t k,
+                                        const nvf_cuda_moe_plan *plan, struct CUstream_st *stream) {
+    if (plan->max_tiles <= 0)
+        return 0;
+    if (inter % NVF_W13_GROUP || k % 64 || !moe_gemm_use_wg(k, plan->tile_rows))
+        return nvf_error_set(NVF_E_INVALID,
+                             "MoE FC1 fused: intermediate %lld, K %lld, %d-row tiles are not the "
+                             "wgmma kernel's",
+                             (long long)inter, (long long)k, (int)plan->tile_rows);
+    wg_fuse fz = {h, alpha, *act, inter};
+    return launch_wg_rows(NULL, 0, a, gather, w, sf, 2 * inter, k, (int)(k / 64), plan, fz, stream);
 }

@@ -6,6 +6,8 @@
  */
 #include "moe_steps.h"
 
+#include "moe_act.h"
+
 #include "cuda_ctx.h"
 
 #include "nvfp4/format.h"
@@ -273,32 +275,6 @@ __global__ void quant_rows_kernel(uint16_t *h, const int32_t *offsets, int64_t n
         for (int j = 0; j < W; j++)
             v[j] = nvf_bf16_to_f32(at[j]);
         qdq_store<W>(at, v, row_gs[p], q);
-    }
-}
-
-__device__ float sigmoidf_(float v) {
-    return 1.0f / (1.0f + expf(-v));
-}
-
-/* nvf_moe_act_ref */
-__device__ float act_of(const nvf_cuda_moe_act &a, float g, float u) {
-    switch (a.act) {
-    case 0:
-        return g * sigmoidf_(g) * u;
-    case 1: {
-        float lim = a.swiglu_limit;
-        g = g < lim ? g : lim;
-        u = u < lim ? (u > -lim ? u : -lim) : lim;
-        return g * sigmoidf_(a.swiglu_alpha * g) * (u + a.swiglu_beta);
-    }
-    case 2: {
-        float left = a.situ_beta * tanhf(g / a.situ_beta) * sigmoidf_(g);
-        return left * (a.situ_beta_l != 0.0f ? a.situ_beta_l * tanhf(u / a.situ_beta_l) : u);
-    }
-    default: {
-        float r = u > 0.0f ? u : 0.0f;
-        return r * r;
-    }
     }
 }
 

@@ -423,6 +423,17 @@ static void run_case(const tcase *c) {
                       "%s: %d lanes a block differ from the default in their bytes", c->name,
                       lanes);
         }
+        /* W4A16 FC1 in one K range on the wgmma kernel fuses the activation into its store
+         * (nvf_cuda_moe_gemm_wg_fc1); NVFP4_MOE_FUSE=0 runs the f32 sums and the epilogue
+         * kernel: the same bytes */
+        if (!c->w4a4 && gated) {
+            setenv("NVFP4_MOE_FUSE", "0", 1);
+            int rf = nvf_backend_moe(g_gpu, y2, xb, T, ids, wts, k, 0, &w, &act, &o.quant);
+            unsetenv("NVFP4_MOE_FUSE");
+            CHECK_MSG(rf == 0, "%s: gpu (not fused): %s", c->name, nvf_error_last());
+            CHECK_MSG(rf != 0 || memcmp(y1, y2, (size_t)(T * H) * sizeof *y1) == 0,
+                      "%s: the fused FC1 differs from the epilogue's in its bytes", c->name);
+        }
         if (c->scales) {
             /* each token row on its own: the small rows as close to the reference as the
              * large ones (the rel-L2 above is the large rows') */
@@ -522,6 +533,12 @@ int main(void) {
         {"two ranks, top-1", 8, 256, 128, 37, 1, NVF_MOE_ACT_SILU, 0, 0, rtn, 1, 0},
         {"two ranks, top-3, 900 slots", 16, 256, 128, 300, 3, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 1, 0},
         {"two ranks, w4a4 split-K", 6, 1040, 192, 5, 2, NVF_MOE_ACT_SILU, 1, 0, rtn, 1, 0},
+        /* more than 1024 slots (one K range) on the wgmma kernel's 128-, 64- and (K % 128 != 0)
+         * 32-row tiles: FC1's activation fused into its store, each activation */
+        {"fused FC1 swiglu, 128-row", 8, 256, 128, 640, 2, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 0, 0},
+        {"fused FC1 situ, 128-row", 8, 256, 128, 640, 2, NVF_MOE_ACT_SITU, 0, 0, rtn, 0, 0},
+        {"fused FC1 silu, 64-row", 40, 256, 128, 600, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0, 0},
+        {"fused FC1 silu, 32-row", 64, 320, 64, 600, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 1, 0},
         /* W4A4 with computed activation scales: dynamic per tensor (FC1 from all of x, FC2 from
          * each expert's FC1 output) and per token, on every tile kind, split K and two ranks */
         {"w4a4 dynamic", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, rtn, 0, tensor},

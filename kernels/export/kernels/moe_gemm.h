@@ -161,6 +161,22 @@ int nvf_cuda_moe_gemm_wg(float *ws, int64_t ws_split_stride, const uint16_t *a, 
                          int chunks_per_split, const nvf_cuda_moe_plan *plan,
                          struct CUstream_st *stream);
 
+/** FC1 with its gated activation fused into the warpgroup-MMA kernel (kernels/moe_gemm_wg.cu):
+ * instead of the f32 sums, h [rows, inter] BF16 = act(alpha[e] x gate, alpha[e] x up), the same
+ * bytes as moe.cu's FC1 epilogue gives them from one split (its f32 operations in its order):
+ * each CTA's 128 weight rows are 64 up rows and the 64 gate rows of the same intermediate
+ * columns (the w13 interleave, NVF_W13_GROUP), so the tile holds both of every pair. One K range
+ * (no split), n = 2 inter, and where nvf_cuda_moe_gemm would take the wgmma kernel only
+ * (nvf_cuda_moe_gemm_wg_fc1_ok). */
+int nvf_cuda_moe_gemm_wg_fc1(uint16_t *h, int64_t inter, const float *alpha,
+                             const nvf_cuda_moe_act *act, const uint16_t *a, int gather,
+                             const uint8_t *w, const uint8_t *sf, int64_t k,
+                             const nvf_cuda_moe_plan *plan, struct CUstream_st *stream);
+
+/** Whether nvf_cuda_moe_gemm_wg_fc1 takes FC1 of K k on tiles of tile_rows rows (the wgmma
+ * kernel takes them; NVFP4_MOE_FUSE=0, read per call, turns it off for comparisons). */
+int nvf_cuda_moe_gemm_wg_fc1_ok(int64_t k, int32_t tile_rows);
+
 /** Whether the current device runs nvf_cuda_moe_gemm_wg (compute capability 9.0: its kernels
  * are built for sm_90a only). */
 int nvf_cuda_moe_gemm_wg_ok(void);
