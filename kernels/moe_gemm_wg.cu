@@ -47,8 +47,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WG_N       128 /* weight rows per CTA: 64 per warpgroup */
-#define WG_THREADS 256
+#define WG_N 128 /* weight rows per CTA: 64 per warpgroup */
+/* FC1's activation fused into the wgmma kernel by default (NVFP4_MOE_FUSE=0 or 1 chooses) */
+#define WG_FUSE_DEFAULT 0
+#define WG_THREADS      256
 
 /* One K chunk's bytes in shared memory for tiles of NTOK rows, the stages in flight and the
  * E2M1 pair table replicated per lane after them. */
@@ -413,41 +415,47 @@ struct wg_fuse {
     int64_t inter;
 };
 
-/* The fused FC1 store of a tile (h instead of ws): warpgroup 1's sums (the gate rows of the
- * CTA's 64 intermediate columns) go to shared memory, warpgroup 0 (their up rows) takes each
- * (gate, up) pair through moe_act.h's act_of as the FC1 epilogue does from one split (0 + the
- * sum, times alpha[e], BF16) into a [rows][64] BF16 tile, which the CTA writes out in 16-byte
- * pieces. The stages are free (no copy or wgmma in flight); the caller syncs before they are
- * reused. */
+/* The fused FC1 store of a tile (h instead of ws). Warpgroup 0 holds the up sums of the CTA's 64
+ * intermediate columns, warpgroup 1 their gate sums (the w13 interleave); each takes half of
+ * the tile's rows: warpgroup 0 rows 0 .. NV/2 - 1, warpgroup 1 the rest, the other half's sums
+ * passed through shared memory. Each (gate, up) pair goes through moe_act.h's act_of as the FC1
+ * epilogue takes it from one split (0 + the sum, times alpha[e], BF16) into a [rows][64] BF16
+ * tile, which the CTA writes out in 16-byte pieces. The stages are free (no copy or wgmma in
+ * flight); the caller syncs before they are reused. */
 template <int NTOK, int NV>
 __device__ __forceinline__ void wg_fc1_store(const float *acc, const wg_lane<NV> &l, int e,
                                              uint8_t *smem_p, const wg_fuse &fz) {
-    constexpr int XS = NTOK + 4;                        /* the exchange rows' stride, floats */
-    float *xg = (float *)smem_p;                        /* [64][XS] */
-    uint16_t *res = (uint16_t *)(smem_p + 64 * XS * 4); /* [NTOK][64] */
-    static_assert(64 * XS * 4 + NTOK * 64 * 2 <= wg_cfg<NTOK>::LUT, "the stages hold both");
-    int tid = threadIdx.x, t = tid & 3, ml = l.m0 & 63;
+    constexpr int H2 = NV / 2, XS = H2 + 4; /* rows a warpgroup takes; the exchange stride */
+    static_assert(2 * 64 * XS * 4 + NTOK * 64 * 2 <= wg_cfg<NTOK>::LUT, "the stages hold it");
+    float *xu = (float *)smem_p; /* [64][XS]: up sums of rows H2 .. NV - 1 (warpgroup 0) */
+    float *xg = xu + 64 * XS;    /* [64][XS]: gate sums of rows 0 .. H2 - 1 (warpgroup 1) */
+    uint16_t *res = (uint16_t *)(xg + 64 * XS); /* [NTOK][64] */
+    int tid = threadIdx.x, t = tid & 3, ml = l.m0 & 63, up = tid < 128;
     __syncthreads(); /* every warp is done with the stages */
-    if (tid >= 128) {
 #pragma unroll
-        for (int j = 0; j < NV / 8; j++)
+    for (int j = 0; j < NV / 8; j++)
 #pragma unroll
-            for (int i = 0; i < 4; i++)
-                xg[(ml + 8 * (i >> 1)) * XS + 8 * j + 2 * t + (i & 1)] = acc[4 * j + i];
-    }
+        for (int i = 0; i < 4; i++) {
+            int col = 8 * j + 2 * t + (i & 1), c = ml + 8 * (i >> 1);
+            if (up && j >= H2 / 8)
+                xu[c * XS + col - H2] = acc[4 * j + i];
+            else if (!up && j < H2 / 8)
+                xg[c * XS + col] = acc[4 * j + i];
+        }
     __syncthreads();
-    if (tid < 128) {
-        float al = fz.alpha[e];
+    float al = fz.alpha[e];
 #pragma unroll
-        for (int j = 0; j < NV / 8; j++)
+    for (int j = 0; j < NV / 8; j++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int col = 8 * j + 2 * t + (i & 1), c = ml + 8 * (i >> 1);
-                float u = 0.0f + acc[4 * j + i], g = 0.0f + xg[c * XS + col];
+        for (int i = 0; i < 4; i++) {
+            int col = 8 * j + 2 * t + (i & 1), c = ml + 8 * (i >> 1);
+            if (up == (j < H2 / 8)) {
+                float u = 0.0f + (up ? acc[4 * j + i] : xu[c * XS + col - H2]);
+                float g = 0.0f + (up ? xg[c * XS + col] : acc[4 * j + i]);
                 res[col * 64 + c] = nvf_f32_to_bf16_rn(
                     nvf_bf16_to_f32(nvf_f32_to_bf16_rn(act_of(fz.act, g * al, u * al))));
             }
-    }
+        }
     __syncthreads();
     int rows = l.cnt - l.r0 < NV ? l.cnt - l.r0 : NV;
     int64_t c0 = (int64_t)blockIdx.x * (WG_N / 2); /* the CTA's first intermediate column */
@@ -465,7 +473,7 @@ template <int NTOK, int NV, bool X4 = false>
 __device__ __forceinline__ void
 wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws, int64_t ws_split_stride,
         const uint16_t *a, int gather, const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
-        int cps, const nvf_cuda_moe_plan &plan, const wg_fuse &fz) {
+        int cps, const nvf_cuda_moe_plan &plan, const wg_fuse *fz = nullptr) {
     using C = wg_cfg<NTOK>;
     int tid = threadIdx.x;
     wg_lane<NV> l;
@@ -513,8 +521,8 @@ wg_tile(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws, int64_t w
             wg_fence_reg(acc[i]);
     }
     cp_wait<0>();
-    if (fz.h)
-        wg_fc1_store<NTOK, NV>(acc, l, info >> 20, (uint8_t *)smem_p, fz);
+    if (fz) /* the fused FC1 kernel's tiles only (a constant in every other) */
+        wg_fc1_store<NTOK, NV>(acc, l, info >> 20, (uint8_t *)smem_p, *fz);
     else
         wg_store<NV>(ws, ws_split_stride, acc, l, N);
 }
@@ -530,20 +538,29 @@ template <int NTOK, int NV, bool X4>
 __device__ __noinline__ void
 wg_tile_call(uint32_t smem, const uint8_t *smem_p, int32_t info, float *ws, int64_t ws_split_stride,
              const uint16_t *a, int gather, const uint8_t *w, const uint8_t *sf, int64_t N,
-             int64_t K, int cps, const nvf_cuda_moe_plan &plan, const wg_fuse &fz) {
+             int64_t K, int cps, const nvf_cuda_moe_plan &plan) {
     wg_tile<NTOK, NV, X4>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K, cps,
-                          plan, fz);
+                          plan);
+}
+
+/* The same with FC1's activation fused into the store (moe_gemm_wg_fc1_kernel). */
+template <int NTOK, int NV, bool X4>
+__device__ __noinline__ void wg_tile_call_fc1(uint32_t smem, const uint8_t *smem_p, int32_t info,
+                                              const uint16_t *a, int gather, const uint8_t *w,
+                                              const uint8_t *sf, int64_t N, int64_t K, int cps,
+                                              const nvf_cuda_moe_plan &plan, const wg_fuse &fz) {
+    wg_tile<NTOK, NV, X4>(smem, smem_p, info, NULL, 0, a, gather, w, sf, N, K, cps, plan, &fz);
 }
 
 /* CTA (x, y, z): weight rows 128 x of tiles y, y + gridDim.y, ... up to the first unused one, K
  * range z. KV 7 (kernels v7 to v13): each tile NTOK wide; 16: as wide as its rows need; 25: as 16,
- * a chunk's four wgmmas in one asm statement. */
-template <int NTOK, int KV>
-__global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
-    moe_gemm_wg_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
-                       const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
-                       int chunks_per_split, nvf_cuda_moe_plan plan, wg_fuse fz) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+ * a chunk's four wgmmas in one asm statement. FUSE (KV 16 and 25): FC1 with its activation fused
+ * into the store (fz), one K range. */
+template <int NTOK, int KV, bool FUSE>
+__device__ __forceinline__ void
+wg_kernel_body(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather, const uint8_t *w,
+               const uint8_t *sf, int64_t N, int64_t K, int chunks_per_split,
+               const nvf_cuda_moe_plan &plan, const wg_fuse *fz) {
     if (plan.tile_info[blockIdx.y] < 0) /* before anything else: CTAs beyond the used tiles */
         return;
     extern __shared__ __align__(128) uint8_t wg_smem[];
@@ -559,14 +576,20 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
             break;
         if constexpr (KV == 7) {
             wg_tile<NTOK, NTOK>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, K,
-                                chunks_per_split, plan, fz);
+                                chunks_per_split, plan);
         } else {
             /* the wgmmas as wide as the tile's rows need, rounded up to 32 */
             int e = info >> 20, rows = plan.offsets[e + 1] - plan.offsets[e] - (info & 0xFFFFF);
             int nv = (rows + 31) / 32 * 32;
 #define WG_TILE(NV)                                                                                \
-    wg_tile_call<NTOK, NV, KV == 25>(smem, smem_p, info, ws, ws_split_stride, a, gather, w, sf, N, \
-                                     K, chunks_per_split, plan, fz)
+    do {                                                                                           \
+        if constexpr (FUSE)                                                                        \
+            wg_tile_call_fc1<NTOK, NV, KV == 25>(smem, smem_p, info, a, gather, w, sf, N, K,       \
+                                                 chunks_per_split, plan, *fz);                     \
+        else                                                                                       \
+            wg_tile_call<NTOK, NV, KV == 25>(smem, smem_p, info, ws, ws_split_stride, a, gather,   \
+                                             w, sf, N, K, chunks_per_split, plan);                 \
+    } while (0)
             if (NTOK <= 32 || nv <= 32)
                 WG_TILE(32);
             else if (NTOK == 64 || nv <= 64)
@@ -579,9 +602,32 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
         }
         __syncthreads(); /* every warp is done with the stages before the next tile's copies */
     }
+}
+
+template <int NTOK, int KV>
+__global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
+    moe_gemm_wg_kernel(float *ws, int64_t ws_split_stride, const uint16_t *a, int gather,
+                       const uint8_t *w, const uint8_t *sf, int64_t N, int64_t K,
+                       int chunks_per_split, nvf_cuda_moe_plan plan) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    wg_kernel_body<NTOK, KV, false>(ws, ws_split_stride, a, gather, w, sf, N, K, chunks_per_split,
+                                    plan, nullptr);
 #else
     (void)ws, (void)ws_split_stride, (void)a, (void)gather, (void)w, (void)sf, (void)N, (void)K;
-    (void)chunks_per_split, (void)plan, (void)fz;
+    (void)chunks_per_split, (void)plan;
+#endif
+}
+
+/* FC1 with its activation fused (nvf_cuda_moe_gemm_wg_fc1): one K range, N = 2 inter, A gathered.
+ */
+template <int NTOK, int KV>
+__global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
+    moe_gemm_wg_fc1_kernel(const uint16_t *a, const uint8_t *w, const uint8_t *sf, int64_t N,
+                           int64_t K, nvf_cuda_moe_plan plan, wg_fuse fz) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    wg_kernel_body<NTOK, KV, true>(NULL, 0, a, 1, w, sf, N, K, (int)(K / 64), plan, &fz);
+#else
+    (void)a, (void)w, (void)sf, (void)N, (void)K, (void)plan, (void)fz;
 #endif
 }
 
@@ -590,11 +636,15 @@ __global__ void __launch_bounds__(WG_THREADS, NTOK >= 64 ? 2 : 3)
 template <int NTOK, int KV>
 static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                      const uint8_t *sf, int64_t n, int64_t k, int cps,
-                     const nvf_cuda_moe_plan *plan, const wg_fuse &fz, cudaStream_t st) {
+                     const nvf_cuda_moe_plan *plan, const wg_fuse *fz, cudaStream_t st) {
+    constexpr int FKV = KV == 7 ? 16 : KV; /* the fused kernel: v16's or v25's tiles */
     int rc = 0;
     static int smem_set = 0; /* the dynamic shared memory beyond 48 KB, once per kernel */
     if (!smem_set) {
         NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_wg_kernel<NTOK, KV>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          wg_cfg<NTOK>::SMEM));
+        NVF_CUDA_TRY(cudaFuncSetAttribute(moe_gemm_wg_fc1_kernel<NTOK, FKV>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           wg_cfg<NTOK>::SMEM));
         smem_set = 1;
@@ -603,8 +653,12 @@ static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, c
         int64_t nchunks = k / 64;
         dim3 grid((unsigned)((n + WG_N - 1) / WG_N), (unsigned)nvf_cuda_moe_grid_tiles(plan),
                   (unsigned)((nchunks + cps - 1) / cps));
-        moe_gemm_wg_kernel<NTOK, KV><<<grid, WG_THREADS, wg_cfg<NTOK>::SMEM, st>>>(
-            ws, stride, a, gather, w, sf, n, k, cps, *plan, fz);
+        if (fz)
+            moe_gemm_wg_fc1_kernel<NTOK, FKV>
+                <<<grid, WG_THREADS, wg_cfg<NTOK>::SMEM, st>>>(a, w, sf, n, k, *plan, *fz);
+        else
+            moe_gemm_wg_kernel<NTOK, KV><<<grid, WG_THREADS, wg_cfg<NTOK>::SMEM, st>>>(
+                ws, stride, a, gather, w, sf, n, k, cps, *plan);
         NVF_CUDA_TRY(cudaGetLastError());
     }
 done:
@@ -614,7 +668,7 @@ done:
 template <int NTOK>
 static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, const uint8_t *w,
                      const uint8_t *sf, int64_t n, int64_t k, int cps,
-                     const nvf_cuda_moe_plan *plan, const wg_fuse &fz, cudaStream_t st) {
+                     const nvf_cuda_moe_plan *plan, const wg_fuse *fz, cudaStream_t st) {
     int v = moe_gemm_version();
     return v >= 25   ? launch_wg<NTOK, 25>(ws, stride, a, gather, w, sf, n, k, cps, plan, fz, st)
            : v >= 16 ? launch_wg<NTOK, 16>(ws, stride, a, gather, w, sf, n, k, cps, plan, fz, st)
@@ -623,7 +677,7 @@ static int launch_wg(float *ws, int64_t stride, const uint16_t *a, int gather, c
 
 static int launch_wg_rows(float *ws, int64_t stride, const uint16_t *a, int gather,
                           const uint8_t *w, const uint8_t *sf, int64_t n, int64_t k, int cps,
-                          const nvf_cuda_moe_plan *plan, const wg_fuse &fz, cudaStream_t st) {
+                          const nvf_cuda_moe_plan *plan, const wg_fuse *fz, cudaStream_t st) {
     switch (plan->tile_rows) {
     case 32:
         return launch_wg<32>(ws, stride, a, gather, w, sf, n, k, cps, plan, fz, st);
@@ -656,14 +710,14 @@ extern "C" int nvf_cuda_moe_gemm_wg(float *ws, int64_t ws_split_stride, const ui
                                     int gather, const uint8_t *w, const uint8_t *sf, int64_t n,
                                     int64_t k, int chunks_per_split, const nvf_cuda_moe_plan *plan,
                                     struct CUstream_st *stream) {
-    wg_fuse none = {};
-    return launch_wg_rows(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan, none,
+    return launch_wg_rows(ws, ws_split_stride, a, gather, w, sf, n, k, chunks_per_split, plan, NULL,
                           stream);
 }
 
 extern "C" int nvf_cuda_moe_gemm_wg_fc1_ok(int64_t k, int32_t tile_rows) {
     const char *env = getenv("NVFP4_MOE_FUSE");
-    return moe_gemm_use_wg(k, tile_rows) && !(env && strcmp(env, "0") == 0);
+    int on = env ? strcmp(env, "0") != 0 : WG_FUSE_DEFAULT;
+    return on && moe_gemm_use_wg(k, tile_rows);
 }
 
 extern "C" int nvf_cuda_moe_gemm_wg_fc1(uint16_t *h, int64_t inter, const float *alpha,
@@ -672,11 +726,12 @@ extern "C" int nvf_cuda_moe_gemm_wg_fc1(uint16_t *h, int64_t inter, const float 
                                         const nvf_cuda_moe_plan *plan, struct CUstream_st *stream) {
     if (plan->max_tiles <= 0)
         return 0;
-    if (inter % NVF_W13_GROUP || k % 64 || !moe_gemm_use_wg(k, plan->tile_rows))
+    if (inter % NVF_W13_GROUP || k % 64 || !gather || !moe_gemm_use_wg(k, plan->tile_rows))
         return nvf_error_set(NVF_E_INVALID,
-                             "MoE FC1 fused: intermediate %lld, K %lld, %d-row tiles are not the "
-                             "wgmma kernel's",
-                             (long long)inter, (long long)k, (int)plan->tile_rows);
+                             "MoE FC1 fused: intermediate %lld, K %lld, %d-row tiles, gather %d "
+                             "are not the wgmma kernel's",
+                             (long long)inter, (long long)k, (int)plan->tile_rows, gather);
     wg_fuse fz = {h, alpha, *act, inter};
-    return launch_wg_rows(NULL, 0, a, gather, w, sf, 2 * inter, k, (int)(k / 64), plan, fz, stream);
+    return launch_wg_rows(NULL, 0, a, gather, w, sf, 2 * inter, k, (int)(k / 64), plan, &fz,
+                          stream);
 }

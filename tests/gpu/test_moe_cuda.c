@@ -423,16 +423,16 @@ static void run_case(const tcase *c) {
                       "%s: %d lanes a block differ from the default in their bytes", c->name,
                       lanes);
         }
-        /* W4A16 FC1 in one K range on the wgmma kernel fuses the activation into its store
-         * (nvf_cuda_moe_gemm_wg_fc1); NVFP4_MOE_FUSE=0 runs the f32 sums and the epilogue
-         * kernel: the same bytes */
-        if (!c->w4a4 && gated) {
-            setenv("NVFP4_MOE_FUSE", "0", 1);
+        /* W4A16 FC1 in one K range on the wgmma kernel with the activation fused into its
+         * store (nvf_cuda_moe_gemm_wg_fc1, NVFP4_MOE_FUSE=1) and as the f32 sums and the
+         * epilogue kernel (NVFP4_MOE_FUSE=0): the same bytes as the default's */
+        for (int fuse = 0; !c->w4a4 && gated && fuse <= 1; fuse++) {
+            setenv("NVFP4_MOE_FUSE", fuse ? "1" : "0", 1);
             int rf = nvf_backend_moe(g_gpu, y2, xb, T, ids, wts, k, 0, &w, &act, &o.quant);
             unsetenv("NVFP4_MOE_FUSE");
-            CHECK_MSG(rf == 0, "%s: gpu (not fused): %s", c->name, nvf_error_last());
+            CHECK_MSG(rf == 0, "%s: gpu (NVFP4_MOE_FUSE=%d): %s", c->name, fuse, nvf_error_last());
             CHECK_MSG(rf != 0 || memcmp(y1, y2, (size_t)(T * H) * sizeof *y1) == 0,
-                      "%s: the fused FC1 differs from the epilogue's in its bytes", c->name);
+                      "%s: NVFP4_MOE_FUSE=%d differs from the default in its bytes", c->name, fuse);
         }
         if (c->scales) {
             /* each token row on its own: the small rows as close to the reference as the

@@ -167,14 +167,15 @@ int nvf_cuda_moe_gemm_wg(float *ws, int64_t ws_split_stride, const uint16_t *a, 
  * each CTA's 128 weight rows are 64 up rows and the 64 gate rows of the same intermediate
  * columns (the w13 interleave, NVF_W13_GROUP), so the tile holds both of every pair. One K range
  * (no split), n = 2 inter, and where nvf_cuda_moe_gemm would take the wgmma kernel only
- * (nvf_cuda_moe_gemm_wg_fc1_ok). */
+ * (nvf_cuda_moe_gemm_wg_fc1_ok). gather must be 1 (W4A16: FC1 reads x's rows). */
 int nvf_cuda_moe_gemm_wg_fc1(uint16_t *h, int64_t inter, const float *alpha,
                              const nvf_cuda_moe_act *act, const uint16_t *a, int gather,
                              const uint8_t *w, const uint8_t *sf, int64_t k,
                              const nvf_cuda_moe_plan *plan, struct CUstream_st *stream);
 
-/** Whether nvf_cuda_moe_gemm_wg_fc1 takes FC1 of K k on tiles of tile_rows rows (the wgmma
- * kernel takes them; NVFP4_MOE_FUSE=0, read per call, turns it off for comparisons). */
+/** Whether FC1 of K k on tiles of tile_rows rows runs as nvf_cuda_moe_gemm_wg_fc1: the wgmma
+ * kernel takes them, and NVFP4_MOE_FUSE (read per call) is 1, or unset where WG_FUSE_DEFAULT in
+ * moe_gemm_wg.cu is 1 (it is 0: the README's MoE performance says why). */
 int nvf_cuda_moe_gemm_wg_fc1_ok(int64_t k, int32_t tile_rows);
 
 /** Whether the current device runs nvf_cuda_moe_gemm_wg (compute capability 9.0: its kernels
