@@ -20,6 +20,18 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     echo "no GPU: skipped"
     exit 77
 fi
+# The report $1 ran on the kernels, and every layer's kernel check passed within 1e-2.
+kernel_check() {
+    "$NVFP4_PYTHON" - "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["settings"]["method"] == "cuda-kernels", r["settings"]
+for l in r["layers"]:
+    k = [c for c in l["checks"] if c["id"] == "kernel_rel_l2"]
+    assert len(k) == 1 and k[0]["pass"] and k[0]["value"] <= 1e-2, (l["layer"], k)
+    print("layer", l["layer"], "kernel rel-L2", k[0]["value"])
+PY
+}
 for src in "$data/qwen3_moe" "$data/deepseek_v3"; do
     n=$(basename "$src")
     "$T" convert "$src" "$tmp/$n-mo" --quiet
@@ -41,15 +53,7 @@ for src in "$data/qwen3_moe" "$data/deepseek_v3"; do
                 fail "$n-$c $p: the kernels did not read $want: $(grep 'MoE kernels' "$tmp/err")"
             "$NVFP4_PYTHON" "$here/check_report.py" "$S" "$tmp/r.json" pass ||
                 fail "$n-$c $p: report"
-            "$NVFP4_PYTHON" - "$tmp/r.json" <<'PY' || fail "$n-$c $p: kernel check"
-import json, sys
-r = json.load(open(sys.argv[1]))
-assert r["settings"]["method"] == "cuda-kernels", r["settings"]
-for l in r["layers"]:
-    k = [c for c in l["checks"] if c["id"] == "kernel_rel_l2"]
-    assert len(k) == 1 and k[0]["pass"] and k[0]["value"] <= 1e-2, (l["layer"], k)
-    print("layer", l["layer"], "kernel rel-L2", k[0]["value"])
-PY
+            kernel_check "$tmp/r.json" || fail "$n-$c $p: kernel check"
         done
     done
 done
@@ -59,15 +63,7 @@ rc=0
 "$T" verify "$tmp/qwen3_moe-mo" --device cuda --precision w4a4 --per-token-activations --json \
     --tokens 48 --seed 5 >"$tmp/r.json" 2>"$tmp/err" || rc=$?
 [ "$rc" -eq 0 ] || fail "per-token w4a4: exit $rc: $(tail -3 "$tmp/err")"
-"$NVFP4_PYTHON" - "$tmp/r.json" <<'PY' || fail "per-token w4a4: kernel check"
-import json, sys
-r = json.load(open(sys.argv[1]))
-assert r["settings"]["method"] == "cuda-kernels", r["settings"]
-for l in r["layers"]:
-    k = [c for c in l["checks"] if c["id"] == "kernel_rel_l2"]
-    assert len(k) == 1 and k[0]["pass"] and k[0]["value"] <= 1e-2, (l["layer"], k)
-    print("per-token layer", l["layer"], "kernel rel-L2", k[0]["value"])
-PY
+kernel_check "$tmp/r.json" || fail "per-token w4a4: kernel check"
 # One expert broken: the kernels read the broken bytes, the layer fails naming the expert.
 "$NVFP4_PYTHON" "$here/break_ckpt.py" "$tmp/qwen3_moe-pr" "$tmp/bk" nibbles 1 2 0
 rc=0
