@@ -164,9 +164,16 @@ __device__ __forceinline__ void qdq_store(uint16_t *dst, const float *v, float g
     }
 }
 
+/* The global scale of a checkpoint's activation decode scale (input_scale), as lib/moe's
+ * prepare_input takes it: its reciprocal, or, in ModelOpt's arithmetic, where the group scale is
+ * the decode scale sf2, the scale itself. */
+__device__ __forceinline__ float input_gs(float input_scale, const nvf_quant_params &q) {
+    return q.method == NVF_QUANT_METHOD_RTN_MODELOPT ? input_scale : 1.0f / input_scale;
+}
+
 /* W4A4 FC1 input: x of each permuted row's token quantized with the expert's global scale
- * 1 / w13_input_scale[e] (or the row's own, row_gs[p], where the scales are computed), W values
- * a thread (qdq_store). */
+ * input_gs(w13_input_scale[e]) (or the row's own, row_gs[p], where the scales are computed), W
+ * values a thread (qdq_store). */
 template <int W>
 __global__ void gather_quant_kernel(uint16_t *xq, const uint16_t *x, const int32_t *perm,
                                     const int32_t *offsets, int64_t n_experts, int64_t top_k,
@@ -192,7 +199,7 @@ __global__ void gather_quant_kernel(uint16_t *xq, const uint16_t *x, const int32
             for (int j = 0; j < W; j++)
                 v[j] = nvf_bf16_to_f32(src[j]);
         }
-        float gs = row_gs ? row_gs[p] : 1.0f / input_scale[expert_of(off, n_experts, p)];
+        float gs = row_gs ? row_gs[p] : input_gs(input_scale[expert_of(off, n_experts, p)], q);
         qdq_store<W>(xq + (int64_t)p * hidden + c, v, gs, q);
     }
 }
@@ -333,13 +340,13 @@ __global__ void fc1_epilogue_kernel(uint16_t *h, const float *ws, int64_t split_
     }
 }
 
-/* FC1 epilogue, W4A4: the W4A16 epilogue's values quantized with 1 / fc2_input_scale, W values
- * a thread (qdq_store: a block on one thread, or on a quad of lanes, which do 4 values each as
- * the W4A16 epilogue does). One thread per block replaced, earlier, a quad each of whose
- * lanes quantized the whole block gathered by shuffles (4x the work: on the H200, Qwen3-30B-A3B
- * at 4096 tokens, W4A4 went from 1.37x to 1.22x W4A16's time; bench/results/final-h200-dbf750d/
- * against final-h200-5e84245/); since stop 29 a quad splits the block's work instead, taken
- * where few blocks are expected (quant_quads). */
+/* FC1 epilogue, W4A4: the W4A16 epilogue's values quantized with input_gs(fc2_input_scale), W
+ * values a thread (qdq_store: a block on one thread, or on a quad of lanes, which do 4 values each
+ * as the W4A16 epilogue does). One thread per block replaced, earlier, a quad each of whose lanes
+ * quantized the whole block gathered by shuffles (4x the work: on the H200, Qwen3-30B-A3B at 4096
+ * tokens, W4A4 went from 1.37x to 1.22x W4A16's time; bench/results/final-h200-dbf750d/ against
+ * final-h200-5e84245/); since stop 29 a quad splits the block's work instead, taken where few
+ * blocks are expected (quant_quads). */
 template <int W>
 __global__ void fc1_epilogue_q_kernel(uint16_t *h, const float *ws, int64_t split_stride,
                                       int splits, const int32_t *offsets, int64_t n_experts,
@@ -357,7 +364,7 @@ __global__ void fc1_epilogue_q_kernel(uint16_t *h, const float *ws, int64_t spli
 #pragma unroll
         for (int j = 0; j < W; j += 4)
             fc1_act4(v + j, ws, split_stride, splits, p, c + j, n1, gated, al, act);
-        qdq_store<W>(h + (int64_t)p * inter + c, v, 1.0f / fc2_input_scale[0], q);
+        qdq_store<W>(h + (int64_t)p * inter + c, v, input_gs(fc2_input_scale[0], q), q);
     }
 }
 

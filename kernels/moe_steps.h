@@ -16,8 +16,8 @@
 #include <stdint.h>
 
 /** W4A4 FC1 input: xq[p] = x[perm[p] / top_k] quantized with the shared exact block and global
- * scale 1 / input_scale[expert of p] (row_gs NULL) or row_gs[p], as its E2M1 x E4M3 values in
- * BF16. */
+ * scale 1 / input_scale[expert of p] (in ModelOpt's arithmetic input_scale itself; row_gs NULL)
+ * or row_gs[p], as its E2M1 x E4M3 values in BF16. */
 int moe_gather_quant(uint16_t *xq, const uint16_t *x, const int32_t *perm, const int32_t *offsets,
                      int64_t n_experts, int64_t top_k, int64_t hidden, const float *input_scale,
                      const float *row_gs, nvf_quant_params q, int64_t slots, int64_t rows_expect,
@@ -41,7 +41,7 @@ int moe_quant_rows(uint16_t *h, const int32_t *offsets, int64_t n_experts, int64
 
 /** FC1 epilogue: h [rows, inter] BF16 = act(alpha[e] (x row_dec[p] where given) x the `splits`
  * partials of ws summed in split order); with fc2_input_scale (W4A4) quantized with
- * 1 / fc2_input_scale[0] and q. */
+ * 1 / fc2_input_scale[0] (ModelOpt's arithmetic: fc2_input_scale[0]) and q. */
 int moe_fc1_epilogue(uint16_t *h, const float *ws, int64_t split_stride, int splits,
                      const int32_t *offsets, int64_t n_experts, int64_t inter, int gated,
                      const float *alpha, const float *row_dec, const nvf_cuda_moe_act *act,

@@ -15,8 +15,8 @@
  * ranks (ep_check: slots routed to the other rank's experts contribute nothing, the two outputs add
  * up to the reference; with top-1 the other rank's rows are +0 exactly); H = 1040 (K not a multiple
  * of 64) and split K; the DeepSeek-V3 (7168, 2048) and GPT-OSS (2880, 2880) expert shapes; silu,
- * swiglu, situ, relu2 (non-gated); W4A16 and W4A4 (RTN and 4over6; W4A4 also with each
- * quantized block on one thread and on a quad of lanes, NVFP4_MOE_QUANT_LANES 1 and 4, the
+ * swiglu, situ, relu2 (non-gated); W4A16 and W4A4 (RTN, 4over6 and ModelOpt's RTN; W4A4 also with
+ * each quantized block on one thread and on a quad of lanes, NVFP4_MOE_QUANT_LANES 1 and 4, the
  * bytes the same as the default's; W4A4 with the input scales, dynamic per-tensor scales and
  * per-token scales, the last two on token rows 2^-9 .. 2^9 in magnitude, each row within 5x the
  * tolerance on its own and, from 2 tokens, the other computed mode giving other bytes). Rel-L2 <=
@@ -491,6 +491,7 @@ int main(void) {
         return check_summary("test_moe_cuda");
     printf("test_moe_cuda: seed 0x%016llx\n", (unsigned long long)GPU_GEN_SEED);
     const nvf_quant_method rtn = NVF_QUANT_METHOD_RTN, fo6 = NVF_QUANT_METHOD_4OVER6;
+    const nvf_quant_method mo = NVF_QUANT_METHOD_RTN_MODELOPT;
     const int tensor = NVF_MOE_ACT_SCALES_TENSOR, token = NVF_MOE_ACT_SCALES_TOKEN;
     const tcase cases[] = {
         {"random silu", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 0, 0, rtn, 0, 0},
@@ -533,6 +534,11 @@ int main(void) {
         {"two ranks, top-1", 8, 256, 128, 37, 1, NVF_MOE_ACT_SILU, 0, 0, rtn, 1, 0},
         {"two ranks, top-3, 900 slots", 16, 256, 128, 300, 3, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 1, 0},
         {"two ranks, w4a4 split-K", 6, 1040, 192, 5, 2, NVF_MOE_ACT_SILU, 1, 0, rtn, 1, 0},
+        /* ModelOpt's arithmetic (its group scale is the decode scale: the input scale as it
+         * is, not its reciprocal) */
+        {"w4a4 modelopt", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, mo, 0, 0},
+        {"w4a4 modelopt 64/128-row", 4, 512, 128, 200, 2, NVF_MOE_ACT_SWIGLU, 1, 0, mo, 0, 0},
+        {"w4a4 modelopt per token", 8, 256, 128, 37, 2, NVF_MOE_ACT_SILU, 1, 0, mo, 0, token},
         /* more than 1024 slots (one K range) on the wgmma kernel's 128-, 64- and (K % 128 != 0)
          * 32-row tiles: FC1's activation fused into its store, each activation */
         {"fused FC1 swiglu, 128-row", 8, 256, 128, 640, 2, NVF_MOE_ACT_SWIGLU, 0, 0, rtn, 0, 0},

@@ -7,7 +7,8 @@
  *      slot order (an ordered compaction per expert, no atomics); a tile map of 16-, 32-, 64- or
  *      128-row tiles per expert;
  *   2. W4A4 only: the gathered FC1 input rows quantized to NVFP4 with the expert's global scale
- *      1 / w13_input_scale (nvf_qb_quantize, RTN or 4over6) and replaced by their exact
+ *      1 / w13_input_scale (w13_input_scale in ModelOpt's arithmetic; nvf_qb_quantize, RTN,
+ *      ModelOpt's RTN or 4over6) and replaced by their exact
  *      E2M1 x E4M3 values in BF16; with computed scales (act_scales) each row's global scale
  *      from the amax of all of x or of its token's row first;
  *   3. FC1 grouped GEMM: E2M1 x E4M3 weights dequantized to BF16 in registers (exact), BF16
@@ -15,7 +16,8 @@
  *      with f32 accumulation, K optionally split in fixed ranges into an f32 workspace;
  *   4. FC1 epilogue: the split partials summed in split order, times w13_alpha, the gated
  *      activation of the (gate, up) pair that the w13 interleave places 64 rows apart, rounded
- *      to BF16 (W4A4: quantized with 1 / fc2_input_scale, as in 2; with computed scales the
+ *      to BF16 (W4A4: quantized with 1 / fc2_input_scale, as in 2 (the scale itself in
+ *      ModelOpt's arithmetic, whose group scale is the decode scale); with computed scales the
  *      alpha times the row's FC1 decode scale, and the rows quantized after the amax of each
  *      expert's output or of each row);
  *   5. FC2 grouped GEMM (as 3) on the FC1 output;
