@@ -31,6 +31,10 @@
  * The same products in the same k16 steps, so the same bytes as v7 in every stored column.
  *
  * Kernel v25 (the default): v16 with a chunk's four wgmmas in one asm statement (wgmma_bf16x4).
+ *
+ * FC1 with its gated activation fused (moe_gemm_wg_fc1_kernel, NVFP4_MOE_FUSE=1, stop 34): the
+ * same tiles, the store replaced by wg_fc1_store; the same bytes as the f32 sums and the FC1
+ * epilogue, 2-7% slower on the H200, so not the default (bench/results/moe-fused-h200-0d54723/).
  */
 #include "kernels/moe_gemm.h"
 
