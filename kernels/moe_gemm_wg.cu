@@ -42,6 +42,7 @@
 #include "moe_act.h"
 #include "moe_gemm_select.h"
 #include "moe_mma.h"
+#include "wgmma.h"
 
 #include "nvfp4/layout.h"
 #include "nvfp4/status.h"
@@ -66,196 +67,6 @@ template <int NTOK> struct wg_cfg {
     static constexpr int LUT = STAGES * (B + W + S);
     static constexpr int SMEM = LUT + E2M1_LUT_REP_WORDS * 4 + 1024; /* + the alignment */
 };
-
-/* The asm operands of the wgmma statements: accumulators o .. o + 15 (read and written), and
- * k16 step k's four A registers. */
-#define WG_D4(o)  "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3])
-#define WG_D16(o) WG_D4(o), WG_D4(o + 4), WG_D4(o + 8), WG_D4(o + 12)
-#define WG_A4(k)  "r"(a[k][0]), "r"(a[k][1]), "r"(a[k][2]), "r"(a[k][3])
-
-/* wgmma m64nNk16, f32 += bf16 x bf16: A (4 registers, mma.sync's m16n8k16 A fragment per warp)
- * from registers, B from the shared-memory descriptor. One specialization per N: an asm
- * statement names each of its N / 2 accumulator registers. */
-template <int N> struct wgmma_bf16;
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)
-template <> struct wgmma_bf16<32> {
-    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t desc) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-                     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,"
-                     "%19}, %20, p, 1, 1, 0;\n}\n"
-                     : WG_D16(0)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
-    }
-};
-
-template <> struct wgmma_bf16<64> {
-    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t desc) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"
-                     "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,"
-                     "%35}, %36, p, 1, 1, 0;\n}\n"
-                     : WG_D16(0), WG_D16(16)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
-    }
-};
-
-template <> struct wgmma_bf16<96> {
-    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t desc) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 "
-                     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"
-                     "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,"
-                     "%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, {%48,%49,%50,%51}, %52,"
-                     " p, 1, 1, 0;\n}\n"
-                     : WG_D16(0), WG_D16(16), WG_D16(32)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
-    }
-};
-
-template <> struct wgmma_bf16<128> {
-    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t desc) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-                     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"
-                     "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,"
-                     "%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"
-                     "%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68,"
-                     " p, 1, 1, 0;\n}\n"
-                     : WG_D16(0), WG_D16(16), WG_D16(32), WG_D16(48)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
-    }
-};
-/* Kernel v25: a chunk's four k16 wgmmas in one asm statement (as kernel v18 had them, stop 32).
- * With four statements in wg_tile_call (v16) ptxas waited for each wgmma before issuing the next:
- * WARPGROUP.DEPBAR after every HGMMA, 24% of the warps' stall samples at 4096 tokens
- * (bench/results/ncu-source-h200-17195c2/). In v25's SASS it still does (C7510): the four HGMMAs
- * take the same four A registers, with a wait after each (22% of the samples,
- * bench/results/moe-h200-e127350/); v25 is faster at 1024-2048 tokens for the code around them.
- * Inlining one tile for every width with the width chosen at run time (kernel v26, stop 34,
- * bench/results/gemm-h200-v26-20dfd91/) kept the waits and took 33% more instructions. */
-template <int N> struct wgmma_bf16x4;
-
-template <> struct wgmma_bf16x4<32> {
-    static __device__ __forceinline__ void run(float *d, const uint32_t (*a)[4], uint64_t d0,
-                                               uint64_t d1, uint64_t d2, uint64_t d3) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %36, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %32, p, 1, 1,"
-                     " 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%20,%21,%22,%23}, %33, p, 1, 1,"
-                     " 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%24,%25,%26,%27}, %34, p, 1, 1,"
-                     " 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%28,%29,%30,%31}, %35, p, 1, 1,"
-                     " 0;\n"
-                     "}\n"
-                     : WG_D16(0)
-                     : WG_A4(0), WG_A4(1), WG_A4(2), WG_A4(3), "l"(d0), "l"(d1), "l"(d2), "l"(d3),
-                       "r"(1));
-    }
-};
-
-template <> struct wgmma_bf16x4<64> {
-    static __device__ __forceinline__ void run(float *d, const uint32_t (*a)[4], uint64_t d0,
-                                               uint64_t d1, uint64_t d2, uint64_t d3) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %52, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                     "%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %48, p, 1, 1, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                     "%25,%26,%27,%28,%29,%30,%31}, {%36,%37,%38,%39}, %49, p, 1, 1, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                     "%25,%26,%27,%28,%29,%30,%31}, {%40,%41,%42,%43}, %50, p, 1, 1, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                     "%25,%26,%27,%28,%29,%30,%31}, {%44,%45,%46,%47}, %51, p, 1, 1, 0;\n"
-                     "}\n"
-                     : WG_D16(0), WG_D16(16)
-                     : WG_A4(0), WG_A4(1), WG_A4(2), WG_A4(3), "l"(d0), "l"(d1), "l"(d2), "l"(d3),
-                       "r"(1));
-    }
-};
-
-template <> struct wgmma_bf16x4<96> {
-    static __device__ __forceinline__ void run(float *d, const uint32_t (*a)[4], uint64_t d0,
-                                               uint64_t d1, uint64_t d2, uint64_t d3) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %68, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
-                     "%43,%44,%45,%46,%47}, {%48,%49,%50,%51}, %64, p, 1, 1, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
-                     "%43,%44,%45,%46,%47}, {%52,%53,%54,%55}, %65, p, 1, 1, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
-                     "%43,%44,%45,%46,%47}, {%56,%57,%58,%59}, %66, p, 1, 1, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
-                     "%43,%44,%45,%46,%47}, {%60,%61,%62,%63}, %67, p, 1, 1, 0;\n"
-                     "}\n"
-                     : WG_D16(0), WG_D16(16), WG_D16(32)
-                     : WG_A4(0), WG_A4(1), WG_A4(2), WG_A4(3), "l"(d0), "l"(d1), "l"(d2), "l"(d3),
-                       "r"(1));
-    }
-};
-
-template <> struct wgmma_bf16x4<128> {
-    static __device__ __forceinline__ void run(float *d, const uint32_t (*a)[4], uint64_t d0,
-                                               uint64_t d1, uint64_t d2, uint64_t d3) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %84, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
-                     "%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,"
-                     "%61,%62,%63}, {%64,%65,%66,%67}, %80, p, 1, 1, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
-                     "%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,"
-                     "%61,%62,%63}, {%68,%69,%70,%71}, %81, p, 1, 1, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
-                     "%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,"
-                     "%61,%62,%63}, {%72,%73,%74,%75}, %82, p, 1, 1, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,"
-                     "%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                     "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
-                     "%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,"
-                     "%61,%62,%63}, {%76,%77,%78,%79}, %83, p, 1, 1, 0;\n"
-                     "}\n"
-                     : WG_D16(0), WG_D16(16), WG_D16(32), WG_D16(48)
-                     : WG_A4(0), WG_A4(1), WG_A4(2), WG_A4(3), "l"(d0), "l"(d1), "l"(d2), "l"(d3),
-                       "r"(1));
-    }
-};
-#endif
-
-/* The descriptor of a K-major BF16 operand in the 128-byte swizzle layout: row n's 64 values
- * (128 bytes) at n * 128, its 16-byte piece j at piece j ^ (n % 8), 8-row groups 1024 bytes
- * apart (the tile 1024-byte aligned); a k16 step starts 32 bytes further. */
-__device__ __forceinline__ uint64_t wg_desc_sw128(uint32_t saddr) {
-    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) |
-           ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
-}
-
-/* The compiler must neither move accumulator reads across a wgmma wait nor keep them in other
- * registers while a wgmma is in flight. */
-__device__ __forceinline__ void wg_fence_reg(float &x) {
-    asm volatile("" : "+f"(x)::"memory");
-}
 
 /* Two E4M3 scale bytes (byte 0 and byte 1 of `two`) as BF16 pairs, exact: E4M3 -> F16 in
  * hardware (every E4M3 value is an F16), F16 -> F32 -> BF16 (4 significant bits). */
@@ -372,7 +183,15 @@ __device__ __forceinline__ void wg_frags(uint32_t (*af)[4], const wg_lane<NV> &l
 }
 
 /* A chunk's four wgmmas (k16 steps) on the stage's A tile at `bs`, committed as one group; X4:
- * in one asm statement (kernel v25). */
+ * in one asm statement (kernel v25).
+ * v25's one statement is as kernel v18 had it (stop 32). With four statements in wg_tile_call (v16)
+ * ptxas waited for each wgmma before issuing the next: WARPGROUP.DEPBAR after every HGMMA, 24% of
+ * the warps' stall samples at 4096 tokens (bench/results/ncu-source-h200-17195c2/). In v25's SASS
+ * it still does (C7510): the four HGMMAs take the same four A registers, with a wait after each
+ * (22% of the samples, bench/results/moe-h200-e127350/); v25 is faster at 1024-2048 tokens for the
+ * code around them. Inlining one tile for every width with the width chosen at run time (kernel
+ * v26, stop 34, bench/results/gemm-h200-v26-20dfd91/) kept the waits and took 33% more
+ * instructions. */
 template <int NV, bool X4>
 __device__ __forceinline__ void wg_mma_chunk(float *acc, const uint32_t (*af)[4], uint32_t bs) {
 #pragma unroll

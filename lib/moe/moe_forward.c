@@ -52,9 +52,7 @@ static int prepare_input(float *a, float *dec, int64_t rows, int64_t cols, const
         float *row = a + r * cols;
         float gs;
         if (input_scale > 0.0f && !o->per_token) {
-            /* the group scale of a stored decode scale: ModelOpt's arithmetic takes it as it is */
-            gs =
-                o->quant.method == NVF_QUANT_METHOD_RTN_MODELOPT ? input_scale : 1.0f / input_scale;
+            gs = nvf_quant_group_of_decode(input_scale, &o->quant);
             dec[r] = input_scale;
         } else {
             float amax = o->per_token ? row_amax(row, cols) : tensor_amax;

@@ -34,6 +34,10 @@ float nvf_quant_group_decode(float g, const nvf_quant_params *p) {
     return nvf_qb_group_decode(g, p);
 }
 
+float nvf_quant_group_of_decode(float dec, const nvf_quant_params *p) {
+    return nvf_qb_group_of_decode(dec, p);
+}
+
 int nvf_quant_group_fallback(float g, const nvf_quant_params *p) {
     return nvf_qb_group_fallback(g, p);
 }

@@ -52,6 +52,10 @@ float nvf_quant_group_scale(float amax, const nvf_quant_params *p);
  * sf2 as it is. */
 float nvf_quant_group_decode(float g, const nvf_quant_params *p);
 
+/** The group scale of a stored decode scale (an activation's `input_scale`): 1 / dec, or in
+ * ModelOpt's arithmetic dec itself (nvf_qb_group_of_decode). */
+float nvf_quant_group_of_decode(float dec, const nvf_quant_params *p);
+
 /**
  * 1 when group scale `g` is ModelOpt's sf2 = 0 (an all-zero group, where ModelOpt would write
  * NaN scales): the group is then written as the default arithmetic writes it, and the caller

@@ -170,6 +170,13 @@ NVF_HOST_DEVICE static inline float nvf_qb_group_decode(float g, const nvf_quant
     return nvf_qb_decode_scale(g);
 }
 
+/** The group scale of a stored decode scale `dec` (an activation's `input_scale`), as the
+ * quantization takes it: 1 / dec, or in ModelOpt's arithmetic, whose group scale is the decode
+ * scale sf2, dec itself. */
+NVF_HOST_DEVICE static inline float nvf_qb_group_of_decode(float dec, const nvf_quant_params *p) {
+    return p->method == NVF_QUANT_METHOD_RTN_MODELOPT ? dec : 1.0f / dec;
+}
+
 /** Per-tensor constants of the block arithmetic: the group scale, what follows from it, and
  * the recipe. Made by nvf_qb_consts_make. For NVF_QUANT_METHOD_RTN_MODELOPT the three scales
  * are sf2, sf2 (the decode scale, as rcp_gs is for FlashInfer) and RN(6 * sf2). */
